@@ -1,0 +1,3 @@
+//! Facts about the machine and the filesystems a run happened on.
+
+pub mod environment;

@@ -1,0 +1,60 @@
+//! What one finished run produced: the unit the runner hands to the store.
+
+use serde::{Deserialize, Serialize};
+
+use crate::metric::Metric;
+use crate::monitor::MonitorData;
+
+/// Outcome of one run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    Ok,
+    Failed,
+}
+
+impl RunStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+/// The mount as the kernel reports it after mounting.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MountFacts {
+    /// Block device or source (e.g. `/dev/loop3`).
+    pub source: String,
+    pub fstype: String,
+    /// Per-mount options from `/proc/self/mountinfo` (field 6).
+    pub mount_options: String,
+    /// Superblock options from `/proc/self/mountinfo` (after the `-` separator).
+    pub super_options: String,
+    /// ext4 only: `/proc/fs/ext4/<dev>/options`, which also lists defaults.
+    pub fs_options: Option<String>,
+}
+
+/// Everything one run produced, written to the store in one transaction.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Position in the experiment's plan (0-based).
+    pub seq: usize,
+    /// Repetition round (0-based); one round runs every variant × workload once.
+    pub round: usize,
+    pub variant: String,
+    /// Workload label (unique within the experiment).
+    pub workload: String,
+    pub status: Option<RunStatus>,
+    pub error: Option<String>,
+    /// Unix time in seconds when the run started.
+    pub started_at: f64,
+    /// Wall time of the whole run including provisioning and teardown.
+    pub wall_s: f64,
+    pub metrics: Vec<Metric>,
+    pub monitor: Option<MonitorData>,
+    pub mount: Option<MountFacts>,
+    /// Filesystem geometry text (`dumpe2fs -h`, `xfs_info`, `btrfs inspect-internal dump-super`).
+    pub geometry: Option<String>,
+}

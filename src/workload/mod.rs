@@ -1,0 +1,47 @@
+//! The measured work. One file per workload kind, all behind [`Workload`].
+//!
+//! A workload never mounts anything and never computes statistics: it gets a
+//! ready directory in a [`RunContext`], does its unmeasured preparation, then
+//! its measured part, and returns named [`Metric`]s.
+
+pub mod process;
+
+use std::path::Path;
+
+use anyhow::Result;
+
+use crate::metric::Metric;
+pub use process::{ProcessOutcome, RunContext};
+
+/// One kind of measured work.
+pub trait Workload: Send {
+    /// Short kind name as written in experiment files (`untar`, `command`, …).
+    fn kind(&self) -> &'static str;
+
+    /// Generate inputs that are reused by every run (archives, file trees,
+    /// input texts) under `cache_dir`. Called once per experiment, before any
+    /// testbed exists, outside every measured region.
+    fn prepare_inputs(&mut self, _cache_dir: &Path) -> Result<()> {
+        Ok(())
+    }
+
+    /// Per-run unmeasured preparation inside the mounted testbed.
+    /// Runs before caches are dropped for cold runs.
+    fn prepare(&mut self, _ctx: &RunContext) -> Result<()> {
+        Ok(())
+    }
+
+    /// Bring inputs that live outside the testbed back into the page cache
+    /// after a cold-cache drop, so that only the testbed starts cold.
+    fn warm_inputs(&mut self) -> Result<()> {
+        Ok(())
+    }
+
+    /// The measured part. Returns the workload's metrics.
+    fn run(&mut self, ctx: &RunContext) -> Result<Vec<Metric>>;
+
+    /// Per-run unmeasured cleanup, called after `run` even when it failed.
+    fn cleanup(&mut self, _ctx: &RunContext) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,265 @@
+//! Running workload processes: in the testbed directory, inside the
+//! testbed's cgroup, in their own process group, with a deadline and a
+//! cancellation flag honoured (Ctrl-C, SIGTERM, timeout).
+
+use std::ffi::CString;
+use std::io::Read;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, LazyLock};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+/// Set by the SIGINT/SIGTERM handler (see [`install_signal_handlers`]);
+/// every wait in fslab checks it so teardown can run.
+pub static CANCEL: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
+
+/// Route SIGINT and SIGTERM to [`CANCEL`] instead of killing the process,
+/// so testbeds are torn down before fslab exits.
+pub fn install_signal_handlers() -> Result<()> {
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&CANCEL))
+            .context("installing signal handler")?;
+    }
+    Ok(())
+}
+
+/// True once the user asked fslab to stop.
+pub fn cancelled() -> bool {
+    CANCEL.load(Ordering::SeqCst)
+}
+
+/// Fail with a clear message if the user asked fslab to stop.
+pub fn check_cancelled() -> Result<()> {
+    if cancelled() {
+        bail!("interrupted");
+    }
+    Ok(())
+}
+
+/// What a finished process did.
+#[derive(Clone, Debug)]
+pub struct ProcessOutcome {
+    pub wall_s: f64,
+    /// CPU time of the process and the children it waited for.
+    pub user_s: f64,
+    pub sys_s: f64,
+    pub exit_code: Option<i32>,
+    /// Last bytes of standard error (at most [`TAIL_BYTES`]).
+    pub stderr_tail: String,
+    /// Last bytes of standard output (at most [`TAIL_BYTES`]).
+    pub stdout_tail: String,
+}
+
+/// How much of a process's output is kept.
+pub const TAIL_BYTES: usize = 16 * 1024;
+
+/// Where and how the processes of one run execute.
+#[derive(Clone, Debug)]
+pub struct RunContext {
+    /// The directory the workload works in (the mounted testbed).
+    pub dir: PathBuf,
+    /// Persistent cache for generated inputs, outside the testbed.
+    pub cache_dir: PathBuf,
+    /// `cgroup.procs` of the testbed's cgroup, joined by every child.
+    cgroup_procs: Option<PathBuf>,
+    deadline: Option<Instant>,
+}
+
+impl RunContext {
+    pub fn new(dir: impl Into<PathBuf>, cache_dir: impl Into<PathBuf>) -> Self {
+        RunContext { dir: dir.into(), cache_dir: cache_dir.into(), cgroup_procs: None, deadline: None }
+    }
+
+    /// Children join the cgroup whose `cgroup.procs` file is given.
+    pub fn with_cgroup(mut self, procs_file: Option<PathBuf>) -> Self {
+        self.cgroup_procs = procs_file;
+        self
+    }
+
+    /// Children are killed when `deadline` passes.
+    pub fn with_deadline(mut self, deadline: Option<Instant>) -> Self {
+        self.deadline = deadline;
+        self
+    }
+
+    pub fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// A command for `program`, run in the testbed directory.
+    pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let mut cmd = Command::new(program);
+        cmd.current_dir(&self.dir);
+        cmd
+    }
+
+    /// `/bin/sh -c script` in the testbed directory (for the user's own commands).
+    pub fn shell(&self, script: &str) -> Command {
+        let mut cmd = self.command("/bin/sh");
+        cmd.arg("-c").arg(script);
+        cmd
+    }
+
+    /// Run `cmd` to completion inside the cgroup and its own process group.
+    /// `what` names the step in errors. A non-zero exit is an error carrying
+    /// the stderr tail.
+    pub fn execute(&self, cmd: Command, what: &str) -> Result<ProcessOutcome> {
+        let outcome = self.execute_unchecked(cmd, what)?;
+        if outcome.exit_code != Some(0) {
+            let code = outcome.exit_code.map_or("a signal".to_string(), |c| format!("exit code {c}"));
+            let stderr = outcome.stderr_tail.trim();
+            bail!("{what} failed with {code}{}{}", if stderr.is_empty() { "" } else { ":\n" }, stderr);
+        }
+        Ok(outcome)
+    }
+
+    /// Like [`execute`](Self::execute) but a non-zero exit is returned, not an error.
+    pub fn execute_unchecked(&self, mut cmd: Command, what: &str) -> Result<ProcessOutcome> {
+        check_cancelled()?;
+        cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+        let procs = match &self.cgroup_procs {
+            Some(p) => Some(CString::new(p.as_os_str().as_bytes()).context("cgroup path")?),
+            None => None,
+        };
+        // SAFETY: only async-signal-safe calls (setpgid, open, write, close)
+        // between fork and exec; the path was allocated before the fork.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setpgid(0, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(path) = &procs {
+                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
+                    if fd < 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    let written = libc::write(fd, b"0\n".as_ptr().cast(), 2);
+                    let err = std::io::Error::last_os_error();
+                    libc::close(fd);
+                    if written < 0 {
+                        return Err(err);
+                    }
+                }
+                Ok(())
+            });
+        }
+        let start = Instant::now();
+        let mut child = cmd.spawn().with_context(|| format!("starting {what}"))?;
+        let pid = child.id() as libc::pid_t;
+        let stdout = tail_reader(child.stdout.take());
+        let stderr = tail_reader(child.stderr.take());
+
+        // Reap with wait4 on a thread so the wall time is taken the moment the
+        // process ends, while this thread watches the deadline and Ctrl-C.
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let mut status = 0;
+            // SAFETY: plain syscall on our own child's pid with valid out-pointers.
+            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+            let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+            let wall = start.elapsed();
+            let _ = tx.send((rc, status, usage, wall));
+        });
+        let (rc, status, usage, wall) = loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(done) => break done,
+                Err(mpsc::RecvTimeoutError::Disconnected) => bail!("lost track of {what}"),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    let timed_out = self.deadline.is_some_and(|d| Instant::now() >= d);
+                    if timed_out || cancelled() {
+                        kill_group(pid);
+                        let _ = rx.recv_timeout(Duration::from_secs(10));
+                        if timed_out {
+                            bail!("{what} timed out and was killed");
+                        }
+                        bail!("{what} interrupted");
+                    }
+                }
+            }
+        };
+        // The process leader is gone; make sure no stragglers of its group stay.
+        kill_group(pid);
+        drop(child);
+        if rc < 0 {
+            return Err(anyhow!(std::io::Error::last_os_error())).context(format!("waiting for {what}"));
+        }
+        let exit_code = if libc::WIFEXITED(status) { Some(libc::WEXITSTATUS(status)) } else { None };
+        Ok(ProcessOutcome {
+            wall_s: wall.as_secs_f64(),
+            user_s: timeval_s(usage.ru_utime),
+            sys_s: timeval_s(usage.ru_stime),
+            exit_code,
+            stderr_tail: stderr.join().unwrap_or_default(),
+            stdout_tail: stdout.join().unwrap_or_default(),
+        })
+    }
+}
+
+fn timeval_s(tv: libc::timeval) -> f64 {
+    tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6
+}
+
+fn kill_group(pgid: libc::pid_t) {
+    // SAFETY: signalling a process group we created; ESRCH is harmless.
+    unsafe {
+        libc::kill(-pgid, libc::SIGKILL);
+    }
+}
+
+/// Drain a pipe on a thread, keeping only the last [`TAIL_BYTES`].
+fn tail_reader<R: Read + Send + 'static>(pipe: Option<R>) -> thread::JoinHandle<String> {
+    thread::spawn(move || {
+        let Some(mut pipe) = pipe else { return String::new() };
+        let mut tail: Vec<u8> = Vec::new();
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = pipe.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            tail.extend_from_slice(&buf[..n]);
+            if tail.len() > 2 * TAIL_BYTES {
+                tail.drain(..tail.len() - TAIL_BYTES);
+            }
+        }
+        if tail.len() > TAIL_BYTES {
+            tail.drain(..tail.len() - TAIL_BYTES);
+        }
+        String::from_utf8_lossy(&tail).into_owned()
+    })
+}
+
+/// Run a host tool (mkfs, mount, losetup, …) with arguments, never through a
+/// shell, and return its stdout. Errors carry the command line and stderr.
+pub fn run_tool(program: &str, args: &[&str]) -> Result<String> {
+    let output = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .with_context(|| format!("running {program} (is it installed?)"))?;
+    if !output.status.success() {
+        bail!(
+            "`{} {}` failed ({}): {}",
+            program,
+            args.join(" "),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// Does `path` exist as an executable program on `PATH` (or as given)?
+pub fn have_program(program: &str) -> bool {
+    if program.contains('/') {
+        return Path::new(program).exists();
+    }
+    std::env::var_os("PATH")
+        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
+        .unwrap_or(false)
+}
