@@ -1,0 +1,73 @@
+//! `fslab compare`.
+
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use super::DbArg;
+use fslab::analysis::compare_series;
+use fslab::report::{table::Terminal, CompareFormat, CompareReport, JsonRows};
+use fslab::stats::CompareConfig;
+use fslab::store::Store;
+
+#[derive(Args, Debug)]
+pub struct CompareArgs {
+    #[command(flatten)]
+    db: DbArg,
+    /// Experiment id (default: the newest).
+    #[arg(long)]
+    experiment: Option<i64>,
+    /// Compare against this variant (default: the experiment's baseline).
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Equivalence band in percent (default: the experiment's, usually 2).
+    #[arg(long, value_name = "PCT")]
+    theta: Option<f64>,
+    /// Print the rows as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn compare(args: CompareArgs) -> Result<ExitCode> {
+    let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let id = match args.experiment {
+        Some(id) => id,
+        None => store.latest_experiment()?.with_context(|| format!("{} holds no experiments", args.db.db.display()))?,
+    };
+    print_comparison(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0), args.json)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Print the comparison table (or JSON rows) of experiment `id`.
+pub fn print_comparison(store: &Store, id: i64, baseline: Option<&str>, theta: Option<f64>, json: bool) -> Result<()> {
+    let experiment = store.experiment(id)?;
+    let stored: serde_json::Value = serde_json::from_str(&experiment.plan_json).unwrap_or_default();
+    let spec = &stored["experiment"];
+    let variants: Vec<String> = experiment.variants.iter().map(|v| v.name.clone()).collect();
+    let baseline = match baseline {
+        Some(b) => {
+            anyhow::ensure!(variants.iter().any(|v| v == b), "experiment {id} has no variant `{b}`");
+            b.to_string()
+        }
+        None => spec["baseline"].as_str().map(str::to_string).or_else(|| variants.first().cloned()).unwrap_or_default(),
+    };
+    let mut cfg = CompareConfig::default();
+    if let Some(alpha) = spec["alpha"].as_f64() {
+        cfg.alpha = alpha;
+    }
+    cfg.theta = theta.or_else(|| spec["theta"].as_f64()).unwrap_or(cfg.theta);
+    let rows = compare_series(&store.metric_series(id)?, &baseline, &cfg);
+    let report = CompareReport {
+        experiment_id: id,
+        experiment_name: &experiment.name,
+        baseline: &baseline,
+        variants,
+        theta: cfg.theta,
+        alpha: cfg.alpha,
+        rows: &rows,
+    };
+    let text = if json { JsonRows.render(&report)? } else { Terminal.render(&report)? };
+    print!("{text}");
+    Ok(())
+}

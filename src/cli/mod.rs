@@ -1,0 +1,55 @@
+//! Command-line arguments and dispatch. Each subcommand lives in its own file.
+
+mod compare;
+mod maintenance;
+mod run;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// Reproduce, measure and explain Linux filesystem performance regressions.
+#[derive(Parser, Debug)]
+#[command(name = "fslab", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+/// Where results live.
+#[derive(clap::Args, Debug, Clone)]
+pub struct DbArg {
+    /// SQLite results file.
+    #[arg(long, default_value = "fslab.db", env = "FSLAB_DB")]
+    pub db: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the ext4 mb_optimize_scan SD-card example end to end and print the verdict.
+    Quickstart(run::QuickstartArgs),
+    /// Run an experiment file.
+    Run(run::RunArgs),
+    /// Compare the variants of a stored experiment.
+    Compare(compare::CompareArgs),
+    /// Dump the runs of a stored experiment with their metrics.
+    Export(maintenance::ExportArgs),
+    /// List stored experiments.
+    List(maintenance::ListArgs),
+    /// Remove testbeds (mounts, loop devices, cgroups, images) left by a killed fslab.
+    Cleanup(maintenance::CleanupArgs),
+}
+
+/// Run the chosen subcommand.
+pub fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Quickstart(args) => run::quickstart(args),
+        Command::Run(args) => run::run(args),
+        Command::Compare(args) => compare::compare(args),
+        Command::Export(args) => maintenance::export(args),
+        Command::List(args) => maintenance::list(args),
+        Command::Cleanup(args) => maintenance::cleanup(args),
+    }
+}

@@ -1,0 +1,65 @@
+//! The run matrix: which variant and workload run in which order.
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{Rng, SeedableRng};
+use serde::Serialize;
+
+use super::{Experiment, RunOrder};
+
+/// One run of the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PlannedRun {
+    /// Position in the whole experiment (stable across `--resume`).
+    pub seq: usize,
+    /// Repetition index.
+    pub round: usize,
+    /// Index into `Experiment::variants`.
+    pub variant: usize,
+    /// Index into `Experiment::workloads`.
+    pub workload: usize,
+}
+
+/// Plan rounds `first..first+count`, numbering runs from `first * runs_per_round`.
+///
+/// The plan depends only on the experiment and the round numbers, so a
+/// resumed experiment recomputes exactly the runs it had planned.
+pub fn plan_rounds(exp: &Experiment, first: usize, count: usize) -> Vec<PlannedRun> {
+    let per_round = exp.variants.len() * exp.workloads.len();
+    let mut runs = Vec::with_capacity(per_round * count);
+    match exp.order {
+        RunOrder::Interleaved | RunOrder::Randomized => {
+            for round in first..first + count {
+                let mut cells: Vec<(usize, usize)> = (0..exp.workloads.len())
+                    .flat_map(|w| (0..exp.variants.len()).map(move |v| (v, w)))
+                    .collect();
+                if exp.order == RunOrder::Randomized {
+                    shuffle(&mut cells, exp.seed, round);
+                }
+                runs.extend(cells.into_iter().map(|(variant, workload)| PlannedRun { seq: 0, round, variant, workload }));
+            }
+        }
+        RunOrder::Grouped => {
+            for workload in 0..exp.workloads.len() {
+                for variant in 0..exp.variants.len() {
+                    for round in first..first + count {
+                        runs.push(PlannedRun { seq: 0, round, variant, workload });
+                    }
+                }
+            }
+        }
+    }
+    for (i, run) in runs.iter_mut().enumerate() {
+        run.seq = first * per_round + i;
+    }
+    runs
+}
+
+/// Fisher–Yates with a generator seeded by (seed, round), so each round's
+/// order is reproducible on its own.
+fn shuffle<T>(items: &mut [T], seed: u64, round: usize) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ (round as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    for i in (1..items.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        items.swap(i, j);
+    }
+}

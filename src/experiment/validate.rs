@@ -1,0 +1,310 @@
+//! Checks that turn a parsed [`spec::ExperimentFile`] into an [`Experiment`].
+//! Every error names the file, line, column and key.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Result;
+use toml::Spanned;
+
+use super::spec::{ExperimentFile, Repetitions, VariantTable, WorkloadTable};
+use super::{Experiment, FsKind, UntarSource, VariantConfig, WorkloadConfig, WorkloadParams, DEFAULT_WORKDIR, UNTAR_PROFILES};
+use crate::units::Bytes;
+
+/// `:line:column` for a byte offset in `text`.
+pub(super) fn location(text: &str, offset: usize) -> String {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rfind('\n').map_or(before.len(), |nl| before.len() - nl - 1) + 1;
+    format!(":{line}:{column}")
+}
+
+/// Builds errors that point into the experiment text.
+struct Ctx<'a> {
+    text: &'a str,
+    origin: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: Range<usize>, key: &str, message: impl std::fmt::Display) -> anyhow::Error {
+        anyhow::anyhow!("{}{}: `{key}`: {message}", self.origin, location(self.text, span.start))
+    }
+}
+
+const DEFAULT_SIZE: u64 = 1 << 30;
+const MIN_INTERVAL: Duration = Duration::from_millis(100);
+const SCHEDULERS: &[&str] = &["none", "mq-deadline", "bfq", "kyber"];
+
+pub(super) fn resolve(file: ExperimentFile, text: &str, origin: &str, path: Option<&Path>) -> Result<Experiment> {
+    let cx = Ctx { text, origin };
+    let name = file.name.get_ref().trim().to_string();
+    if name.is_empty() {
+        return Err(cx.err(file.name.span(), "name", "must not be empty"));
+    }
+    let repetitions = match &file.repetitions {
+        None => Repetitions::Fixed(5),
+        Some(r) => {
+            match *r.get_ref() {
+                Repetitions::Fixed(0) => return Err(cx.err(r.span(), "repetitions", "must be at least 1")),
+                Repetitions::Adaptive { min, max } if min < 2 || max < min => {
+                    return Err(cx.err(r.span(), "repetitions", "needs 2 <= min <= max"));
+                }
+                _ => {}
+            }
+            *r.get_ref()
+        }
+    };
+    let theta = fraction(&cx, file.theta.as_ref(), "theta", 0.02)?;
+    let alpha = fraction(&cx, file.alpha.as_ref(), "alpha", 0.05)?;
+    let sample_interval = match &file.sample_interval {
+        None => Duration::from_secs(1),
+        Some(s) if s.get_ref().0 < MIN_INTERVAL => {
+            return Err(cx.err(s.span(), "sample_interval", "must be at least 100ms"));
+        }
+        Some(s) => s.get_ref().0,
+    };
+
+    let base_dir = path.and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
+    let defaults = match &file.defaults {
+        Some(d) => {
+            if let Some(n) = &d.get_ref().name {
+                return Err(cx.err(n.span(), "defaults.name", "a name belongs in [[variant]], not [defaults]"));
+            }
+            d.get_ref().clone()
+        }
+        None => VariantTable::default(),
+    };
+    if file.variant.is_empty() {
+        return Err(cx.err(0..0, "variant", "at least one [[variant]] is needed"));
+    }
+    let mut variants: Vec<VariantConfig> = Vec::new();
+    for table in &file.variant {
+        let variant = resolve_variant(&cx, table, &defaults)?;
+        if variants.iter().any(|v| v.name == variant.name) {
+            let span = table.name.as_ref().map(Spanned::span).unwrap_or(0..0);
+            return Err(cx.err(span, "name", format!("variant `{}` is defined twice", variant.name)));
+        }
+        variants.push(variant);
+    }
+    if file.workload.is_empty() {
+        return Err(cx.err(0..0, "workload", "at least one [[workload]] is needed"));
+    }
+    let mut workloads: Vec<WorkloadConfig> = Vec::new();
+    for table in &file.workload {
+        let mut workload = resolve_workload(&cx, table, &base_dir)?;
+        if workloads.iter().any(|w| w.label == workload.label) {
+            if let Some(n) = &table.name {
+                return Err(cx.err(n.span(), "name", format!("workload `{}` is defined twice", workload.label)));
+            }
+            // Unnamed repeats of a kind get a numbered label.
+            let mut i = 2;
+            while workloads.iter().any(|w| w.label == format!("{}-{i}", workload.label)) {
+                i += 1;
+            }
+            workload.label = format!("{}-{i}", workload.label);
+        }
+        workloads.push(workload);
+    }
+    let baseline = match &file.baseline {
+        None => variants[0].name.clone(),
+        Some(b) => {
+            if !variants.iter().any(|v| &v.name == b.get_ref()) {
+                return Err(cx.err(b.span(), "baseline", format!("no variant is named `{}`", b.get_ref())));
+            }
+            b.get_ref().clone()
+        }
+    };
+    Ok(Experiment {
+        name,
+        description: file.description.clone(),
+        source_path: None,
+        source_text: String::new(),
+        spec_hash: String::new(),
+        repetitions,
+        order: file.order.unwrap_or_default(),
+        seed: file.seed.unwrap_or(1),
+        workdir: PathBuf::from(file.workdir.clone().unwrap_or_else(|| DEFAULT_WORKDIR.to_string())),
+        baseline,
+        theta,
+        alpha,
+        sample_interval,
+        variants,
+        workloads,
+    })
+}
+
+fn fraction(cx: &Ctx, value: Option<&Spanned<f64>>, key: &str, default: f64) -> Result<f64> {
+    match value {
+        None => Ok(default),
+        Some(v) if *v.get_ref() > 0.0 && *v.get_ref() < 1.0 => Ok(*v.get_ref()),
+        Some(v) => Err(cx.err(v.span(), key, "must be a fraction between 0 and 1 (e.g. 0.02 for 2%)")),
+    }
+}
+
+fn resolve_variant(cx: &Ctx, table: &VariantTable, defaults: &VariantTable) -> Result<VariantConfig> {
+    let Some(name) = &table.name else {
+        // A [[variant]] with no name: point at any key it has.
+        let span = table.fs.as_ref().map(Spanned::span).unwrap_or(0..0);
+        return Err(cx.err(span, "variant.name", "every [[variant]] needs a name"));
+    };
+    let name_str = name.get_ref().trim().to_string();
+    if name_str.is_empty() || name_str.contains(char::is_whitespace) {
+        return Err(cx.err(name.span(), "name", "must be a non-empty word without spaces"));
+    }
+    let Some(fs_spanned) = table.fs.as_ref().or(defaults.fs.as_ref()) else {
+        return Err(cx.err(name.span(), "fs", format!("variant `{name_str}` has no `fs` (and [defaults] gives none)")));
+    };
+    let fs = parse_fs(cx, fs_spanned)?;
+    let size = table.size.as_ref().or(defaults.size.as_ref());
+    let mount = table.mount.as_ref().or(defaults.mount.as_ref());
+    let mkfs = table.mkfs.clone().or_else(|| defaults.mkfs.clone());
+    let throttle = table.throttle.or(defaults.throttle).unwrap_or_default();
+    let read_ahead_kb = table.read_ahead_kb.or(defaults.read_ahead_kb);
+    let scheduler = table.scheduler.as_ref().or(defaults.scheduler.as_ref());
+    let sysfs = table.sysfs.as_ref().or(defaults.sysfs.as_ref());
+
+    if let Some(s) = size {
+        if s.get_ref().0 < 16 << 20 {
+            return Err(cx.err(s.span(), "size", "must be at least 16MiB"));
+        }
+    }
+    if let Some(m) = mount {
+        if m.get_ref().contains(char::is_whitespace) || m.get_ref().split(',').any(str::is_empty) && !m.get_ref().is_empty() {
+            return Err(cx.err(m.span(), "mount", "must be a comma-separated option list without spaces or empty items"));
+        }
+    }
+    if let Some(s) = scheduler {
+        if !SCHEDULERS.contains(&s.get_ref().as_str()) {
+            return Err(cx.err(s.span(), "scheduler", format!("must be one of {}", SCHEDULERS.join(", "))));
+        }
+    }
+    let mut sysfs_pairs = Vec::new();
+    if let Some(tunables) = sysfs {
+        for (key, value) in tunables.get_ref() {
+            if key.is_empty() || key.contains('/') || key.starts_with('.') {
+                return Err(cx.err(tunables.span(), &format!("sysfs.{key}"), "is not a tunable name"));
+            }
+            let text = match value {
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Boolean(b) => u8::from(*b).to_string(),
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Float(f) => f.to_string(),
+                _ => return Err(cx.err(tunables.span(), &format!("sysfs.{key}"), "must be a number, boolean or string")),
+            };
+            sysfs_pairs.push((key.clone(), text));
+        }
+    }
+    // Settings that only make sense on a block device we create.
+    if !fs.is_block() {
+        let offending = [
+            ("mkfs", mkfs.is_some()),
+            ("throttle", !throttle.is_empty()),
+            ("read_ahead_kb", read_ahead_kb.is_some()),
+            ("scheduler", scheduler.is_some()),
+            ("sysfs", sysfs.is_some()),
+            ("size", size.is_some() && matches!(fs, FsKind::Dir(_))),
+            ("mount", mount.is_some() && matches!(fs, FsKind::Dir(_))),
+        ];
+        if let Some((key, _)) = offending.iter().find(|(_, set)| *set) {
+            return Err(cx.err(fs_spanned.span(), key, format!("cannot be used with fs = \"{fs}\" (no block device)")));
+        }
+    }
+    Ok(VariantConfig {
+        name: name_str,
+        fs,
+        size: size.map_or(Bytes(DEFAULT_SIZE), |s| *s.get_ref()),
+        mkfs: mkfs.unwrap_or_default(),
+        mount: mount.map(|m| m.get_ref().clone()).unwrap_or_default(),
+        throttle,
+        read_ahead_kb,
+        scheduler: scheduler.map(|s| s.get_ref().clone()),
+        sysfs: sysfs_pairs,
+    })
+}
+
+fn parse_fs(cx: &Ctx, fs: &Spanned<String>) -> Result<FsKind> {
+    let value = fs.get_ref().trim();
+    Ok(match value {
+        "ext4" => FsKind::Ext4,
+        "xfs" => FsKind::Xfs,
+        "btrfs" => FsKind::Btrfs,
+        "tmpfs" => FsKind::Tmpfs,
+        _ => {
+            if let Some(dir) = value.strip_prefix("dir:") {
+                let dir = PathBuf::from(dir);
+                if !dir.is_absolute() || !dir.is_dir() {
+                    return Err(cx.err(fs.span(), "fs", format!("`{}` is not an existing absolute directory", dir.display())));
+                }
+                FsKind::Dir(dir)
+            } else {
+                return Err(cx.err(fs.span(), "fs", format!("unknown filesystem `{value}` (ext4, xfs, btrfs, tmpfs or dir:/path)")));
+            }
+        }
+    })
+}
+
+fn resolve_workload(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<WorkloadConfig> {
+    let kind = table.kind.get_ref().as_str();
+    let allowed: &[&str] = match kind {
+        "untar" => &["profile", "scale", "list", "compressibility", "sync"],
+        "command" => &["command", "prepare", "cleanup"],
+        _ => return Err(cx.err(table.kind.span(), "kind", format!("unknown workload kind `{kind}` (untar, command)"))),
+    };
+    if let Some((key, span)) = table.specific_keys().into_iter().find(|(k, _)| !allowed.contains(k)) {
+        return Err(cx.err(span, key, format!("is not a setting of `{kind}` workloads (it takes {})", allowed.join(", "))));
+    }
+    let params = match kind {
+        "untar" => {
+            let source = match (&table.profile, &table.list) {
+                (Some(p), Some(_)) => return Err(cx.err(p.span(), "profile", "give either `profile` or `list`, not both")),
+                (Some(p), None) => {
+                    if !UNTAR_PROFILES.contains(&p.get_ref().as_str()) {
+                        return Err(cx.err(p.span(), "profile", format!("unknown profile (built in: {})", UNTAR_PROFILES.join(", "))));
+                    }
+                    UntarSource::Profile(p.get_ref().clone())
+                }
+                (None, Some(l)) => {
+                    let path = base_dir.join(l.get_ref());
+                    if !path.is_file() {
+                        return Err(cx.err(l.span(), "list", format!("{} is not a readable file", path.display())));
+                    }
+                    UntarSource::List(path)
+                }
+                (None, None) => UntarSource::Profile("rpi-firmware".to_string()),
+            };
+            let scale = match &table.scale {
+                None => 1.0,
+                Some(s) if *s.get_ref() > 0.0 && *s.get_ref() <= 1.0 => *s.get_ref(),
+                Some(s) => return Err(cx.err(s.span(), "scale", "must be greater than 0 and at most 1")),
+            };
+            let compressibility = match &table.compressibility {
+                None => 0.5,
+                Some(c) if (0.0..=1.0).contains(c.get_ref()) => *c.get_ref(),
+                Some(c) => return Err(cx.err(c.span(), "compressibility", "must be between 0 and 1")),
+            };
+            WorkloadParams::Untar { source, scale, compressibility, sync: table.sync.as_ref().is_none_or(|s| *s.get_ref()) }
+        }
+        _ => {
+            let Some(command) = &table.command else {
+                return Err(cx.err(table.kind.span(), "command", "a `command` workload needs `command = \"...\"`"));
+            };
+            if command.get_ref().trim().is_empty() {
+                return Err(cx.err(command.span(), "command", "must not be empty"));
+            }
+            WorkloadParams::Command {
+                command: command.get_ref().clone(),
+                prepare: table.prepare.as_ref().map(|p| p.get_ref().clone()),
+                cleanup: table.cleanup.as_ref().map(|p| p.get_ref().clone()),
+            }
+        }
+    };
+    let label = match &table.name {
+        Some(n) if n.get_ref().trim().is_empty() || n.get_ref().contains(char::is_whitespace) => {
+            return Err(cx.err(n.span(), "name", "must be a non-empty word without spaces"));
+        }
+        Some(n) => n.get_ref().clone(),
+        None => kind.to_string(),
+    };
+    Ok(WorkloadConfig { label, timeout: table.timeout.map(|t| t.0), cache: table.cache.unwrap_or_default(), params })
+}

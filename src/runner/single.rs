@@ -1,0 +1,89 @@
+//! One run: provision → prepare → (drop caches) → measure with monitors →
+//! cleanup → teardown. Teardown happens on every path out.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+
+use super::RunOptions;
+use crate::experiment::{CachePolicy, Experiment, PlannedRun, VariantConfig, WorkloadConfig};
+use crate::monitor::{Monitor, MonitorData};
+use crate::record::{RunRecord, RunStatus};
+use crate::testbed::Testbed;
+use crate::workload::{RunContext, Workload};
+
+/// Used when a workload sets no `timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
+
+pub(super) fn execute(
+    exp: &Experiment,
+    planned: &PlannedRun,
+    variant: &VariantConfig,
+    config: &WorkloadConfig,
+    workload: &mut dyn Workload,
+    opts: &RunOptions,
+) -> RunRecord {
+    let started = Instant::now();
+    let mut record = RunRecord {
+        seq: planned.seq,
+        round: planned.round,
+        variant: variant.name.clone(),
+        workload: config.label.clone(),
+        started_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+        ..RunRecord::default()
+    };
+    match measure(exp, variant, config, workload, opts, &mut record) {
+        Ok(()) => record.status = Some(RunStatus::Ok),
+        Err(e) => {
+            record.status = Some(RunStatus::Failed);
+            record.error = Some(format!("{e:#}"));
+            record.metrics.clear();
+        }
+    }
+    record.wall_s = started.elapsed().as_secs_f64();
+    record
+}
+
+fn measure(
+    exp: &Experiment,
+    variant: &VariantConfig,
+    config: &WorkloadConfig,
+    workload: &mut dyn Workload,
+    opts: &RunOptions,
+    record: &mut RunRecord,
+) -> Result<()> {
+    let mut bed = Testbed::provision(variant, &exp.workdir, opts.device.as_ref())
+        .with_context(|| format!("provisioning variant `{}`", variant.name))?;
+    record.mount = bed.mount_facts.clone();
+    record.geometry = bed.geometry();
+    let timeout = config.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let ctx = |deadline: Instant| {
+        RunContext::new(bed.root(), exp.cache_dir()).with_cgroup(bed.cgroup_procs()).with_deadline(Some(deadline))
+    };
+
+    let prepared = workload.prepare(&ctx(Instant::now() + timeout)).context("workload preparation");
+    let measured = prepared.and_then(|()| {
+        if config.cache == CachePolicy::Cold {
+            drop_caches()?;
+            workload.warm_inputs()?;
+        }
+        let monitor = Monitor::start(bed.device_name.clone(), exp.sample_interval)?;
+        let result = workload.run(&ctx(Instant::now() + timeout));
+        let data: Result<MonitorData> = monitor.stop();
+        let metrics = result?;
+        Ok((metrics, data?))
+    });
+    let cleaned = workload.cleanup(&ctx(Instant::now() + timeout)).context("workload cleanup");
+    let torn_down = bed.teardown();
+    let (metrics, data) = measured?;
+    record.metrics = metrics;
+    record.monitor = Some(data);
+    cleaned?;
+    torn_down
+}
+
+/// Write back dirty data, then drop page cache, dentries and inodes.
+pub fn drop_caches() -> Result<()> {
+    nix::unistd::sync();
+    std::fs::write("/proc/sys/vm/drop_caches", "3").context("dropping caches (/proc/sys/vm/drop_caches)")
+}

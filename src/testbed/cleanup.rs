@@ -1,0 +1,135 @@
+//! `fslab cleanup`: find what a killed fslab left behind (mounts, loop
+//! devices, cgroups, v1 root throttle rules, testbed directories) by the
+//! `fslab-tb-<pid>-…` marker and remove it when its owner is gone.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use super::{cgroup, loopdev, mount, MARKER};
+use crate::testbed::device::DevNum;
+
+/// What a cleanup pass did.
+#[derive(Debug, Default)]
+pub struct CleanupReport {
+    pub removed: Vec<String>,
+    /// Leftovers whose owning fslab process is still running (left alone).
+    pub in_use: Vec<String>,
+    pub errors: Vec<String>,
+}
+
+/// The pid encoded in a marker name found anywhere in `text`.
+fn owner_pid(text: &str) -> Option<i32> {
+    let rest = &text[text.find(MARKER)? + MARKER.len()..];
+    rest.split('-').next()?.parse().ok()
+}
+
+fn alive(pid: i32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Should this leftover go? Unowned or dead-owner ones do; `all` takes live ones too.
+fn stale(text: &str, all: bool) -> bool {
+    all || owner_pid(text).is_none_or(|pid| !alive(pid))
+}
+
+/// Remove stale fslab leftovers. `workdirs` are scanned for testbed
+/// directories; mounts, loop devices and cgroups are found system-wide.
+/// With `all`, leftovers of running fslab processes are removed too.
+pub fn cleanup(workdirs: &[PathBuf], all: bool) -> CleanupReport {
+    let mut report = CleanupReport::default();
+    let note = |report: &mut CleanupReport, what: String, result: anyhow::Result<()>| match result {
+        Ok(()) => report.removed.push(what),
+        Err(e) => report.errors.push(format!("{what}: {e:#}")),
+    };
+
+    // cgroups first: killing their processes frees the mounts.
+    let flavor = cgroup::detect();
+    if let Some(cgroup::Flavor::V1(root) | cgroup::Flavor::V2(root)) = &flavor {
+        for entry in fs::read_dir(root).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with(MARKER) || !entry.path().is_dir() {
+                continue;
+            }
+            if stale(&name, all) {
+                note(&mut report, format!("cgroup {}", entry.path().display()), cgroup::remove_group(&entry.path()));
+            } else {
+                report.in_use.push(format!("cgroup {}", entry.path().display()));
+            }
+        }
+    }
+
+    if let Ok(text) = fs::read_to_string("/proc/self/mountinfo") {
+        // Deepest first, in case anything was mounted inside a testbed.
+        let mut mounts: Vec<_> = mount::parse_mountinfo(&text)
+            .into_iter()
+            .filter(|m| m.mountpoint.contains(MARKER) || m.source.starts_with(MARKER))
+            .collect();
+        mounts.sort_by_key(|m| std::cmp::Reverse(m.mountpoint.len()));
+        for m in mounts {
+            let key = format!("{} {}", m.mountpoint, m.source);
+            if stale(&key, all) {
+                note(&mut report, format!("mount {}", m.mountpoint), mount::unmount(Path::new(&m.mountpoint)));
+            } else {
+                report.in_use.push(format!("mount {}", m.mountpoint));
+            }
+        }
+    }
+
+    for (device, backing) in loopdev::attached() {
+        let backing_str = backing.to_string_lossy();
+        if !backing_str.contains(MARKER) {
+            continue;
+        }
+        if stale(&backing_str, all) {
+            if let (Some(cgroup::Flavor::V1(root)), Ok(dev)) = (&flavor, DevNum::of(&device)) {
+                let _ = cgroup::clear_v1_rules(root, dev);
+            }
+            note(&mut report, format!("loop device {} ({})", device.display(), backing.display()), loopdev::detach(&device));
+        } else {
+            report.in_use.push(format!("loop device {}", device.display()));
+        }
+    }
+
+    // v1 root rules left on loop devices that are no longer attached.
+    if let Some(cgroup::Flavor::V1(root)) = &flavor {
+        let attached: Vec<DevNum> = loopdev::attached().iter().filter_map(|(d, _)| DevNum::of(d).ok()).collect();
+        for dev in cgroup::v1_root_rules(root) {
+            if dev.major == 7 && !attached.contains(&dev) {
+                note(&mut report, format!("root throttle rule for {dev}"), cgroup::clear_v1_rules(root, dev));
+            }
+        }
+    }
+
+    for workdir in workdirs {
+        for entry in fs::read_dir(workdir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !name.starts_with(MARKER) || !stale(&name, all) {
+                continue;
+            }
+            let path = entry.path();
+            // Never delete through a mount that is still there.
+            if mount::facts(&path.join("mnt")).ok().flatten().is_some() {
+                report.errors.push(format!("{} is still mounted; not removing", path.display()));
+                continue;
+            }
+            note(&mut report, format!("directory {}", path.display()), fs::remove_dir_all(&path).map_err(Into::into));
+        }
+    }
+    report
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owner_pid_is_read_from_marker_names() {
+        assert_eq!(owner_pid("/var/tmp/fslab/fslab-tb-1234-0-ab/mnt"), Some(1234));
+        assert_eq!(owner_pid("fslab-tb-77-3-ff"), Some(77));
+        assert_eq!(owner_pid("/dev/loop0"), None);
+        // A live pid (ours) is not stale unless `all`.
+        let ours = format!("fslab-tb-{}-0-0", std::process::id());
+        assert!(!stale(&ours, false));
+        assert!(stale(&ours, true));
+    }
+}
