@@ -4,6 +4,19 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod cpu;
+pub mod diskstats;
+pub mod sampler;
+pub mod totals;
+
+pub use cpu::{cpu_between, parse_proc_stat, read_cpu_stat, CpuStat};
+pub use diskstats::{
+    diskstats_name, iostat_between, parse_diskstats, read_diskstats, DiscardStats, DiskStats,
+    FlushStats,
+};
+pub use sampler::{Monitor, MIN_INTERVAL};
+pub use totals::cpu_metrics;
+
 /// One iostat `-x` interval for one device, computed with sysstat's formulas.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct IostatSample {
@@ -45,6 +58,12 @@ pub struct CpuSample {
     pub softirq_pct: f64,
     pub steal_pct: f64,
     pub idle_pct: f64,
+    /// Time running guest VMs (already excluded from `user_pct`, as in sysstat).
+    #[serde(default)]
+    pub guest_pct: f64,
+    /// Time running niced guest VMs (already excluded from `nice_pct`).
+    #[serde(default)]
+    pub guest_nice_pct: f64,
 }
 
 /// Whole-run device totals, from the first and last diskstats snapshot.
