@@ -15,6 +15,7 @@
 //!
 //! The `fslab` binary is a thin command-line layer over these modules.
 
+pub mod analysis;
 pub mod experiment;
 pub mod inspect;
 pub mod metric;

@@ -63,3 +63,60 @@ fn shuffle<T>(items: &mut [T], seed: u64, round: usize) {
         items.swap(i, j);
     }
 }
+
+/// The run plan as text, for `fslab run --dry-run`.
+pub fn describe(exp: &Experiment) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "experiment: {}", exp.name);
+    let _ = writeln!(
+        out,
+        "repetitions: {:?}, order: {:?}, seed: {}, baseline: {}, θ: ±{:.1}%, α: {}, sampling every {:?}",
+        exp.repetitions,
+        exp.order,
+        exp.seed,
+        exp.baseline,
+        exp.theta * 100.0,
+        exp.alpha,
+        exp.sample_interval
+    );
+    let _ = writeln!(out, "work directory: {}", exp.workdir.display());
+    let _ = writeln!(out, "\nvariants:");
+    for v in &exp.variants {
+        let _ = writeln!(out, "  {}: fs={} size={} mkfs={:?} mount={:?}", v.name, v.fs, v.size, v.mkfs, v.mount);
+        let t = &v.throttle;
+        if !t.is_empty() {
+            let _ = writeln!(
+                out,
+                "    throttle: read_bps={} write_bps={} read_iops={} write_iops={}",
+                t.read_bps.map_or("-".into(), |b| format!("{b}/s")),
+                t.write_bps.map_or("-".into(), |b| format!("{b}/s")),
+                t.read_iops.map_or("-".into(), |n| n.to_string()),
+                t.write_iops.map_or("-".into(), |n| n.to_string())
+            );
+        }
+        if v.read_ahead_kb.is_some() || v.scheduler.is_some() || !v.sysfs.is_empty() {
+            let _ = writeln!(out, "    queue: read_ahead_kb={:?} scheduler={:?} sysfs={:?}", v.read_ahead_kb, v.scheduler, v.sysfs);
+        }
+    }
+    let _ = writeln!(out, "\nworkloads:");
+    for w in &exp.workloads {
+        let _ = writeln!(out, "  {}: {:?} cache={:?} timeout={:?}", w.label, w.params, w.cache, w.timeout);
+    }
+    let runs = plan_rounds(exp, 0, exp.min_rounds());
+    let _ = writeln!(out, "\nplan ({} runs{}):", runs.len(), match exp.repetitions {
+        super::Repetitions::Adaptive { max, .. } => format!(", then adaptive rounds up to {max}"),
+        _ => String::new(),
+    });
+    for r in runs {
+        let _ = writeln!(
+            out,
+            "  {:>4}  round {:>2}  {:<20} {}",
+            r.seq,
+            r.round + 1,
+            exp.variants[r.variant].name,
+            exp.workloads[r.workload].label
+        );
+    }
+    out
+}

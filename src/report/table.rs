@@ -39,7 +39,7 @@ impl CompareFormat for Terminal {
         }
         let others: Vec<&String> = report.variants.iter().filter(|v| *v != report.baseline).collect();
         let mut table = Table::new();
-        table.load_preset(NOTHING);
+        table.load_style(NOTHING);
         let mut header = vec![Cell::new(""), Cell::new("")];
         header.push(Cell::new(report.baseline));
         header.extend(others.iter().map(|v| Cell::new(v)));

@@ -280,6 +280,7 @@ impl Store {
                     softirq_pct: real(r, "softirq_pct")?,
                     steal_pct: real(r, "steal_pct")?,
                     idle_pct: real(r, "idle_pct")?,
+                    ..CpuSample::default()
                 })
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())

@@ -4,14 +4,31 @@
 //! ready directory in a [`RunContext`], does its unmeasured preparation, then
 //! its measured part, and returns named [`Metric`]s.
 
+pub mod command;
 pub mod process;
+pub mod untar;
 
 use std::path::Path;
 
 use anyhow::Result;
 
+use crate::experiment::{WorkloadConfig, WorkloadParams};
 use crate::metric::Metric;
 pub use process::{ProcessOutcome, RunContext};
+
+/// The workload an experiment's `[[workload]]` table describes.
+pub fn build(config: &WorkloadConfig, seed: u64) -> Result<Box<dyn Workload>> {
+    Ok(match &config.params {
+        WorkloadParams::Untar { source, scale, compressibility, sync } => {
+            Box::new(untar::Untar::new(source.clone(), *scale, *compressibility, *sync, seed))
+        }
+        WorkloadParams::Command { command, prepare, cleanup } => Box::new(command::Command {
+            command: command.clone(),
+            prepare: prepare.clone(),
+            cleanup: cleanup.clone(),
+        }),
+    })
+}
 
 /// One kind of measured work.
 pub trait Workload: Send {

@@ -1,0 +1,56 @@
+//! Helpers shared by the integration tests: they provision real testbeds,
+//! so they need root; every test uses its own work directory.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+
+/// Skip (with a loud note) when not root: provisioning needs it. CI runs as root.
+pub fn root_or_skip() -> bool {
+    if nix::unistd::geteuid().is_root() {
+        true
+    } else {
+        eprintln!("SKIPPED: this test provisions loop devices and needs root");
+        false
+    }
+}
+
+/// A fresh work directory on a real disk (not tmpfs: images need O_DIRECT).
+pub fn workdir(tag: &str) -> tempfile::TempDir {
+    std::fs::create_dir_all("/var/tmp/fslab-tests").unwrap();
+    tempfile::Builder::new().prefix(&format!("{tag}-")).tempdir_in("/var/tmp/fslab-tests").unwrap()
+}
+
+/// Everything on this host that still carries `needle` (a testbed name or
+/// `fslab-tb-<pid>-`): attached loop devices, mounts, cgroups.
+pub fn leftovers(needle: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for (dev, backing) in fslab::testbed::loopdev::attached() {
+        if backing.to_string_lossy().contains(needle) {
+            found.push(format!("loop {} -> {}", dev.display(), backing.display()));
+        }
+    }
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    for line in mountinfo.lines().filter(|l| l.contains(needle)) {
+        found.push(format!("mount {line}"));
+    }
+    for root in ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+            if entry.file_name().to_string_lossy().contains(needle) {
+                found.push(format!("cgroup {}", entry.path().display()));
+            }
+        }
+    }
+    found
+}
+
+/// Write an experiment file into `dir` and return its path.
+pub fn write_spec(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// Path of the fslab binary under test.
+pub fn fslab_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_fslab")
+}

@@ -1,0 +1,165 @@
+//! Experiment files: the issue's example parses exactly as written; bad
+//! input is rejected with file, line and key; plans have the promised order.
+
+use fslab::experiment::{self, plan_rounds, FsKind, Repetitions, RunOrder, UntarSource, WorkloadParams};
+
+const ISSUE_EXAMPLE: &str = r#"
+name = "throttle sanity"
+repetitions = 5                 # or { min = 5, max = 20 } (see below)
+
+[[variant]]
+name = "fast"
+fs = "ext4"
+size = "1GiB"
+mkfs = ["-E", "lazy_itable_init=0,lazy_journal_init=0"]
+mount = "noatime,mb_optimize_scan=0"
+throttle = { write_bps = "64MiB" }
+
+[[variant]]
+name = "slow"
+fs = "ext4"
+size = "1GiB"
+mkfs = ["-E", "lazy_itable_init=0,lazy_journal_init=0"]
+mount = "noatime,mb_optimize_scan=0"
+throttle = { write_bps = "32MiB" }
+
+[[workload]]
+kind = "untar"
+profile = "small"
+"#;
+
+#[test]
+fn the_issue_example_parses_as_written() {
+    let exp = experiment::parse(ISSUE_EXAMPLE, None).unwrap();
+    assert_eq!(exp.name, "throttle sanity");
+    assert_eq!(exp.repetitions, Repetitions::Fixed(5));
+    assert_eq!(exp.order, RunOrder::Interleaved);
+    assert_eq!(exp.baseline, "fast");
+    assert_eq!(exp.variants.len(), 2);
+    let slow = &exp.variants[1];
+    assert_eq!(slow.fs, FsKind::Ext4);
+    assert_eq!(slow.size.0, 1 << 30);
+    assert_eq!(slow.mkfs, vec!["-E", "lazy_itable_init=0,lazy_journal_init=0"]);
+    assert_eq!(slow.mount, "noatime,mb_optimize_scan=0");
+    assert_eq!(slow.throttle.write_bps.unwrap().0, 32 << 20);
+    assert_eq!(exp.workloads[0].label, "untar");
+    assert!(matches!(
+        &exp.workloads[0].params,
+        WorkloadParams::Untar { source: UntarSource::Profile(p), .. } if p == "small"
+    ));
+}
+
+#[test]
+fn defaults_are_inherited_and_overridden() {
+    let text = r#"
+name = "d"
+repetitions = { min = 3, max = 9 }
+order = "grouped"
+[defaults]
+fs = "xfs"
+size = "512MiB"
+mount = "noatime"
+throttle = { write_bps = "10MiB", write_iops = 100 }
+sysfs = { mb_max_to_scan = 100 }
+[[variant]]
+name = "a"
+[[variant]]
+name = "b"
+fs = "btrfs"
+mount = "compress=zstd"
+[[workload]]
+kind = "command"
+command = "true"
+timeout = "30s"
+cache = "warm"
+"#;
+    let exp = experiment::parse(text, None).unwrap();
+    assert_eq!(exp.repetitions, Repetitions::Adaptive { min: 3, max: 9 });
+    assert_eq!(exp.variants[0].fs, FsKind::Xfs);
+    assert_eq!(exp.variants[0].mount, "noatime");
+    assert_eq!(exp.variants[1].fs, FsKind::Btrfs);
+    assert_eq!(exp.variants[1].mount, "compress=zstd");
+    assert_eq!(exp.variants[1].size.0, 512 << 20);
+    assert_eq!(exp.variants[1].throttle.write_iops, Some(100));
+    assert_eq!(exp.variants[0].sysfs, vec![("mb_max_to_scan".to_string(), "100".to_string())]);
+    assert_eq!(exp.workloads[0].timeout, Some(std::time::Duration::from_secs(30)));
+}
+
+/// Each bad file must fail with `<file>:<line>:<col>` and the key named.
+#[test]
+fn bad_input_names_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases: &[(&str, &str, &str)] = &[
+        // (text, expected line, expected key/word in message)
+        ("name = \"x\"\nrepititions = 3\n", ":2:", "repititions"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"zfs\"\n[[workload]]\nkind = \"untar\"\n", ":4:", "fs"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\nsize = \"1 parsec\"\n[[workload]]\nkind = \"untar\"\n", ":5:", "parsec"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\nthrottle = { write_bsp = \"1M\" }\n[[workload]]\nkind = \"untar\"\n", ":5:", "write_bsp"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[variant]]\nname = \"a\"\nfs = \"xfs\"\n[[workload]]\nkind = \"untar\"\n", ":6:", "defined twice"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\ncommand = \"ls\"\n", ":7:", "command"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"dance\"\n", ":6:", "kind"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"tmpfs\"\nthrottle = { write_bps = \"1M\" }\n[[workload]]\nkind = \"untar\"\n", ":4:", "throttle"),
+        ("name = \"x\"\nrepetitions = { min = 5, max = 2 }\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":2:", "repetitions"),
+        ("name = \"x\"\nbaseline = \"nope\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":2:", "baseline"),
+        ("name = \"x\"\nsample_interval = \"10ms\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":2:", "sample_interval"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\nscale = 3.0\n", ":7:", "scale"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\nscheduler = \"cfq\"\n[[workload]]\nkind = \"untar\"\n", ":5:", "scheduler"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\ntimeout = \"soon\"\n", ":7:", "duration"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "fs"),
+        ("name = \"x\"\n[[variant]\n", ":2:", "x"),
+    ];
+    for (i, (text, line, word)) in cases.iter().enumerate() {
+        let path = dir.path().join(format!("bad{i}.toml"));
+        std::fs::write(&path, text).unwrap();
+        let err = format!("{:#}", experiment::load(&path).unwrap_err());
+        assert!(err.starts_with(&format!("{}{line}", path.display())), "case {i}: {err}");
+        if *word != "x" {
+            assert!(err.contains(word), "case {i}: `{word}` missing in: {err}");
+        }
+    }
+}
+
+#[test]
+fn plans_interleave_group_and_shuffle_reproducibly() {
+    let base = "name = \"p\"\nrepetitions = 3\nseed = 7\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[variant]]\nname = \"b\"\nfs = \"ext4\"\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n";
+    let exp = experiment::parse(base, None).unwrap();
+    let order: Vec<usize> = plan_rounds(&exp, 0, 3).iter().map(|r| r.variant).collect();
+    assert_eq!(order, vec![0, 1, 0, 1, 0, 1]);
+
+    let grouped = experiment::parse(&base.replace("seed = 7", "seed = 7\norder = \"grouped\""), None).unwrap();
+    let order: Vec<usize> = plan_rounds(&grouped, 0, 3).iter().map(|r| r.variant).collect();
+    assert_eq!(order, vec![0, 0, 0, 1, 1, 1]);
+
+    let random = experiment::parse(&base.replace("seed = 7", "seed = 7\norder = \"randomized\""), None).unwrap();
+    let plan = plan_rounds(&random, 0, 3);
+    assert_eq!(plan, plan_rounds(&random, 0, 3), "same seed, same plan");
+    // Every round still runs each variant exactly once.
+    for round in 0..3 {
+        let mut vs: Vec<usize> = plan.iter().filter(|r| r.round == round).map(|r| r.variant).collect();
+        vs.sort();
+        assert_eq!(vs, vec![0, 1]);
+    }
+    let seqs: Vec<usize> = plan.iter().map(|r| r.seq).collect();
+    assert_eq!(seqs, (0..6).collect::<Vec<_>>());
+    // Rounds planned later continue the numbering, as adaptive repetition needs.
+    assert_eq!(plan_rounds(&exp, 3, 1)[0].seq, 6);
+}
+
+#[test]
+fn dry_run_prints_the_plan() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("e.toml");
+    std::fs::write(&path, ISSUE_EXAMPLE).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fslab"))
+        .args(["run", "--dry-run"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("plan (10 runs)"), "{text}");
+    assert!(text.contains("write_bps=32MiB/s"), "{text}");
+    // Interleaved: fast, slow, fast, slow, …
+    let lines: Vec<&str> = text.lines().filter(|l| l.contains(" round ")).collect();
+    assert!(lines[0].contains("fast") && lines[1].contains("slow") && lines[2].contains("fast"), "{text}");
+}
