@@ -4,6 +4,8 @@
 //! ready directory in a [`RunContext`], does its unmeasured preparation, then
 //! its measured part, and returns named [`Metric`]s.
 
+pub mod archive;
+pub mod listing;
 pub mod process;
 
 use std::path::Path;
