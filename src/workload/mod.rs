@@ -4,7 +4,9 @@
 //! ready directory in a [`RunContext`], does its unmeasured preparation, then
 //! its measured part, and returns named [`Metric`]s.
 
+pub mod archive;
 pub mod command;
+pub mod listing;
 pub mod process;
 pub mod untar;
 
