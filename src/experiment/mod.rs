@@ -136,7 +136,7 @@ pub enum WorkloadParams {
 }
 
 /// Built-in untar profiles.
-pub const UNTAR_PROFILES: &[&str] = &["rpi-firmware", "small"];
+pub const UNTAR_PROFILES: &[&str] = &["rpi-firmware", "small", "synthetic"];
 
 /// Read and validate an experiment file.
 pub fn load(path: &Path) -> Result<Experiment> {

@@ -197,7 +197,7 @@ impl Testbed {
             .with_context(|| format!("{} is not in /proc/self/mountinfo after mounting", self.mountpoint.display()))?;
         if facts.fstype == "ext4" {
             if let Some(name) = &self.device_name {
-                facts.fs_options = fs::read_to_string(format!("/proc/fs/ext4/{name}/options")).ok();
+                facts.fs_options = ext4_options(name);
             }
         }
         let verified = mount::verify_options(requested, &facts);
@@ -271,6 +271,21 @@ impl Drop for Testbed {
             eprintln!("fslab: {e:#} (run `fslab cleanup` to retry)");
         }
     }
+}
+
+/// `/proc/fs/ext4/<dev>/options`, plus `mb_optimize_scan=N` from
+/// `mb_structs_summary`: the options file prints mb_optimize_scan only when
+/// it is on, and the summary says which allocator scan is really in effect.
+fn ext4_options(name: &str) -> Option<String> {
+    let mut options = fs::read_to_string(format!("/proc/fs/ext4/{name}/options")).ok()?;
+    let summary = fs::read_to_string(format!("/proc/fs/ext4/{name}/mb_structs_summary")).unwrap_or_default();
+    let scan = summary.lines().find_map(|l| l.strip_prefix("optimize_scan:")).map(str::trim);
+    if let Some(scan) = scan {
+        if !options.lines().any(|l| l.starts_with("mb_optimize_scan=")) {
+            options.push_str(&format!("mb_optimize_scan={scan}\n"));
+        }
+    }
+    Some(options)
 }
 
 fn join_options(first: &str, rest: &str) -> String {

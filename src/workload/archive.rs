@@ -362,7 +362,7 @@ mod tests {
 
     #[test]
     fn same_listing_and_spec_give_identical_archives() {
-        let l = Listing::small();
+        let l = Listing::synthetic();
         let spec = ArchiveSpec::default();
         let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         let a = ensure_archive(&l, &spec, d1.path()).unwrap();
@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn existing_archive_is_reused() {
-        let l = Listing::small().scaled(0.1).unwrap();
+        let l = Listing::synthetic().scaled(0.1).unwrap();
         let spec = ArchiveSpec::default();
         let d = tempfile::tempdir().unwrap();
         let a = ensure_archive(&l, &spec, d.path()).unwrap();
@@ -413,7 +413,7 @@ mod tests {
 
     #[test]
     fn bad_specs_and_entries_are_errors() {
-        let l = Listing::small();
+        let l = Listing::synthetic();
         let d = tempfile::tempdir().unwrap();
         for c in [-0.1, 1.5, f64::NAN] {
             let spec = ArchiveSpec {
@@ -555,7 +555,7 @@ mod tests {
 
     #[test]
     fn gnu_tar_extracts_exactly_the_listing() {
-        let l = Listing::small();
+        let l = Listing::synthetic();
         let spec = ArchiveSpec::default();
         let cache = tempfile::tempdir().unwrap();
         let archive = ensure_archive(&l, &spec, cache.path()).unwrap();

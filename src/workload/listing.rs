@@ -3,7 +3,7 @@
 //!
 //! A [`Listing`] is read from the output of GNU `tar tv` (so a real archive
 //! from a bug report can be described by a text file without shipping its
-//! bytes), built in ([`Listing::rpi_firmware`], [`Listing::small`]), or
+//! bytes), built in ([`Listing::rpi_firmware`], [`Listing::synthetic`]), or
 //! scaled down/up ([`Listing::scaled`]). The archive generator in
 //! [`super::archive`] turns a listing into a tar file with synthetic content.
 //!
@@ -155,7 +155,7 @@ impl Listing {
     /// two symlinks, a hard link, an empty file, an empty directory, names
     /// with spaces and a path longer than 100 bytes (GNU long-name header).
     /// Generated in code from a fixed seed, so it never changes.
-    pub fn small() -> Listing {
+    pub fn synthetic() -> Listing {
         build_small()
     }
 
@@ -756,7 +756,7 @@ fn normalize_path(p: &str) -> Result<Option<String>> {
 }
 
 /// splitmix64 (Steele, Lea, Flood 2014): a tiny, well-mixed PRNG so that
-/// [`Listing::small`] is fixed by this code alone, whatever `rand` does.
+/// [`Listing::synthetic`] is fixed by this code alone, whatever `rand` does.
 struct SplitMix64(u64);
 
 impl SplitMix64 {
@@ -1080,8 +1080,8 @@ hrw-rw-r-- root/root         0 2022-08-09 14:49 fw/hard copy link to fw/COPYING.
 
     #[test]
     fn small_is_a_few_mb_of_a_few_hundred_files() {
-        let l = Listing::small();
-        assert_eq!(l, Listing::small(), "deterministic");
+        let l = Listing::synthetic();
+        assert_eq!(l, Listing::synthetic(), "deterministic");
         let (files, bytes) = (l.file_count(), l.total_bytes());
         assert!((250..=500).contains(&files), "{files} files");
         assert!((3_000_000..=6_000_000).contains(&bytes), "{bytes} bytes");
@@ -1098,7 +1098,7 @@ hrw-rw-r-- root/root         0 2022-08-09 14:49 fw/hard copy link to fw/COPYING.
 
     #[test]
     fn to_text_round_trips() {
-        for l in [Listing::small(), Listing::rpi_firmware()] {
+        for l in [Listing::synthetic(), Listing::rpi_firmware()] {
             let back = Listing::parse(&l.to_text(), &l.origin).unwrap();
             assert_eq!(back, l);
         }
@@ -1133,7 +1133,7 @@ hrw-rw-r-- root/root         0 2022-08-09 14:49 fw/hard copy link to fw/COPYING.
 
     #[test]
     fn scaled_tracks_files_and_bytes() {
-        for base in [Listing::rpi_firmware(), Listing::small()] {
+        for base in [Listing::rpi_firmware(), Listing::synthetic()] {
             for scale in [0.1, 0.25, 0.5, 0.9] {
                 let s = base.scaled(scale).unwrap();
                 assert_close(
@@ -1178,7 +1178,7 @@ hrw-rw-r-- root/root         0 2022-08-09 14:49 fw/hard copy link to fw/COPYING.
         assert!(has("fw/dtparam") && has("fw/my link") && has("fw"));
         assert_consistent(&s);
 
-        let small = Listing::small();
+        let small = Listing::synthetic();
         for scale in [0.05, 0.2, 0.5] {
             let s = small.scaled(scale).unwrap();
             let paths: HashSet<&str> = s.entries.iter().map(|e| e.path.as_str()).collect();
@@ -1193,7 +1193,7 @@ hrw-rw-r-- root/root         0 2022-08-09 14:49 fw/hard copy link to fw/COPYING.
 
     #[test]
     fn scaled_up_repeats_into_copies() {
-        let small = Listing::small();
+        let small = Listing::synthetic();
         let s = small.scaled(2.5).unwrap();
         assert_close(
             "files",
@@ -1221,7 +1221,7 @@ hrw-rw-r-- root/root         0 2022-08-09 14:49 fw/hard copy link to fw/COPYING.
 
     #[test]
     fn scaled_rejects_bad_scales() {
-        let small = Listing::small();
+        let small = Listing::synthetic();
         for bad in [0.0, -1.0, f64::NAN, f64::INFINITY, MAX_SCALE * 2.0] {
             let e = small.scaled(bad).unwrap_err().to_string();
             assert!(e.contains("builtin:small") && e.contains("scale"), "{e}");
