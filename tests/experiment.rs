@@ -152,28 +152,34 @@ fn resume_finishes_without_repeating_runs() {
     assert_eq!(seqs, vec![0, 1, 2, 3]);
 }
 
+/// Two tmpfs variants told apart by size; `command` decides what each does.
+fn adaptive_experiment(dir: &std::path::Path, command: &str) -> fslab::experiment::Experiment {
+    let text = format!(
+        "name = \"adaptive\"\nrepetitions = {{ min = 3, max = 6 }}\nworkdir = \"{}\"\n\
+         [[variant]]\nname = \"small\"\nfs = \"tmpfs\"\nsize = \"32MiB\"\n\
+         [[variant]]\nname = \"large\"\nfs = \"tmpfs\"\nsize = \"64MiB\"\n\
+         [[workload]]\nkind = \"command\"\ncommand = '{command}'\n",
+        dir.join("work").display()
+    );
+    experiment::parse(&text, None).unwrap()
+}
+
 #[test]
-fn adaptive_repetition_stops_when_decisive() {
+fn adaptive_repetition_stops_when_decisive_and_adds_rounds_when_not() {
     if !common::root_or_skip() {
         return;
     }
     let dir = common::workdir("fslab-exp");
-    // A 10x difference in a deterministic command is decisive at the minimum.
-    let text = format!(
-        "name = \"adaptive\"\nrepetitions = {{ min = 3, max = 8 }}\nworkdir = \"{}\"\n[defaults]\nfs = \"tmpfs\"\nsize = \"32MiB\"\n\
-         [[variant]]\nname = \"quick\"\n[[variant]]\nname = \"dir\"\nfs = \"dir:/tmp\"\nsize = \"16MiB\"\n",
-        dir.path().join("work").display()
-    );
-    // `dir:` takes no size: that is an error naming the key.
-    let err = experiment::parse(&format!("{text}[[workload]]\nkind = \"command\"\ncommand = \"true\"\n"), None).unwrap_err();
-    assert!(format!("{err:#}").contains("size"), "{err:#}");
-    let text = text.replace("size = \"16MiB\"\n", "") + "[[workload]]\nkind = \"command\"\ncommand = \"sleep 0.05\"\n";
-    let exp = experiment::parse(&text.replace("name = \"dir\"\nfs = \"dir:/tmp\"", "name = \"slow\"\nfs = \"tmpfs\"").replace("[[workload]]", "[[workload]]"), None).unwrap();
+    // The larger tmpfs sleeps ten times longer: decisive after the minimum.
+    let decisive = adaptive_experiment(dir.path(), "if [ $(stat -f -c %b .) -gt 10000 ]; then sleep 0.3; else sleep 0.03; fi");
     let mut store = Store::open(&dir.path().join("r.db")).unwrap();
-    let summary = runner::run(&exp, &mut store, &RunOptions::default(), &mut Silent).unwrap();
-    // A/A on wall time of `sleep 0.05`: rounds are added until decisive or max.
-    assert!(summary.rounds >= 3 && summary.rounds <= 8, "{summary:?}");
-    assert_eq!(summary.runs_ok, summary.rounds * 2);
+    let summary = runner::run(&decisive, &mut store, &RunOptions::default(), &mut Silent).unwrap();
+    assert_eq!((summary.rounds, summary.runs_ok), (3, 6), "{summary:?}");
+
+    // Pure noise of ±80%: never decisive, so rounds are added up to max.
+    let noisy = adaptive_experiment(dir.path(), "sleep 0.0$(( $(od -An -N1 -tu1 /dev/urandom) % 9 + 1 ))");
+    let summary = runner::run(&noisy, &mut store, &RunOptions::default(), &mut Silent).unwrap();
+    assert_eq!((summary.rounds, summary.runs_ok), (6, 12), "{summary:?}");
 }
 
 #[test]
