@@ -1,3 +1,4 @@
 //! Facts about the machine and the filesystems a run happened on.
 
+mod cmd;
 pub mod environment;
