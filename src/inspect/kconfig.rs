@@ -612,6 +612,45 @@ CONFIG_DOS=y\r
         }
     }
 
+    fn fixture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/inspect/kconfig").join(name)
+    }
+
+    /// The squashfs thread's comparison: vendor 5.15 config against a
+    /// mainline-style one, from fixture files.
+    #[test]
+    fn diff_of_fixture_files() {
+        let a = KernelConfig::from_file(&fixture("imx8mm-vendor-5.15.config")).unwrap();
+        let b = KernelConfig::from_file(&fixture("mainline-5.17.config")).unwrap();
+        let d = diff(&a, &b, true);
+        let fs = d.areas.iter().find(|x| x.area == Area::Filesystems).unwrap();
+        let names: Vec<&str> = fs.entries.iter().map(|e| e.option.as_str()).collect();
+        for want in ["SQUASHFS_DECOMP_SINGLE", "SQUASHFS_DECOMP_MULTI_PERCPU", "SQUASHFS_FILE_CACHE", "SQUASHFS_FILE_DIRECT"] {
+            assert!(names.contains(&want), "{want} not in {names:?}");
+        }
+        let sched = d.areas.iter().find(|x| x.area == Area::SchedulerPreemption).unwrap();
+        assert!(sched.entries.iter().any(|e| e.option == "PREEMPT_RT" && e.kind == ChangeKind::Removed));
+        assert!(sched.entries.iter().any(|e| e.option == "PREEMPT_NONE" && e.kind == ChangeKind::Changed));
+        assert!(d.areas.iter().any(|x| x.area == Area::MemoryManagement));
+        assert!(d.areas.iter().any(|x| x.area == Area::BlockLayer));
+        // Options without a performance note are hidden with only_perf.
+        assert!(d.entries().all(|e| e.option != "LOCALVERSION" && e.option != "VENDOR_GPU_DRIVER"));
+        assert_eq!(d.hidden, 2);
+        let full = diff(&a, &b, false);
+        assert!(full.entries().any(|e| e.option == "VENDOR_GPU_DRIVER" && e.kind == ChangeKind::Removed));
+        let text = full.to_string();
+        assert!(text.contains(&format!("A = {}", fixture("imx8mm-vendor-5.15.config").display())), "{text}");
+
+        let e = KernelConfig::from_file(&fixture("bad-line-7.config")).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{}:7: CONFIG_SQUASHFS: value `yes please` is not y, m, n, a \"string\" or a number",
+                fixture("bad-line-7.config").display()
+            )
+        );
+    }
+
     #[test]
     fn identical_configs_have_no_diff() {
         let a = cfg("CONFIG_A=y\n", "a");
