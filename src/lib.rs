@@ -17,6 +17,7 @@
 
 pub mod analysis;
 pub mod experiment;
+pub mod fsinternal;
 pub mod inspect;
 pub mod metric;
 pub mod monitor;
