@@ -1,6 +1,7 @@
 //! Command-line arguments and dispatch. Each subcommand lives in its own file.
 
 mod compare;
+mod inspect;
 mod maintenance;
 mod run;
 
@@ -40,6 +41,10 @@ enum Command {
     List(maintenance::ListArgs),
     /// Remove testbeds (mounts, loop devices, cgroups, images) left by a killed fslab.
     Cleanup(maintenance::CleanupArgs),
+    /// Check this system (or another's kernel config) against known filesystem performance issues.
+    Doctor(inspect::DoctorArgs),
+    /// Kernel config tools.
+    Kconfig(inspect::KconfigArgs),
 }
 
 /// Run the chosen subcommand.
@@ -51,5 +56,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Export(args) => maintenance::export(args),
         Command::List(args) => maintenance::list(args),
         Command::Cleanup(args) => maintenance::cleanup(args),
+        Command::Doctor(args) => inspect::doctor_cmd(args),
+        Command::Kconfig(args) => inspect::kconfig(args),
     }
 }

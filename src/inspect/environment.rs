@@ -132,21 +132,13 @@ fn tool_text(program: &str, args: &[&str]) -> Result<String> {
     match cmd::run(program, args, cmd::DEFAULT_TIMEOUT) {
         Ok(out) if out.success => Ok(out.stdout),
         Ok(out) => {
-<<<<<<< HEAD
-            let msg = cmd::first_line(&out.stderr)
-                .or_else(|| cmd::first_line(&out.stdout))
-                .unwrap_or("no output");
-=======
             let msg = failure_message(program, &out.stderr, &out.stdout);
->>>>>>> h-inspect
             bail!("`{line}` failed (exit {}): {msg}", code_text(out.code))
         }
         Err(e) => bail!("`{line}`: {e}"),
     }
 }
 
-<<<<<<< HEAD
-=======
 /// The useful part of a failed tool's output: its non-empty stderr lines
 /// without the version banner e2fsprogs prints first
 /// (`dumpe2fs 1.47.0 (5-Feb-2023)`), joined and capped.
@@ -170,7 +162,6 @@ fn failure_message(program: &str, stderr: &str, stdout: &str) -> String {
     msg
 }
 
->>>>>>> h-inspect
 fn code_text(code: Option<i32>) -> String {
     code.map_or_else(|| "by signal".to_string(), |c| c.to_string())
 }
@@ -346,8 +337,6 @@ mod tests {
     }
 
     #[test]
-<<<<<<< HEAD
-=======
     fn failure_messages_skip_the_banner() {
         let err = "dumpe2fs 1.47.0 (5-Feb-2023)\ndumpe2fs: Operation not permitted while trying to open /dev/vda\nCouldn't find valid filesystem superblock.\n";
         assert_eq!(
@@ -359,7 +348,6 @@ mod tests {
     }
 
     #[test]
->>>>>>> h-inspect
     fn geometry_of_unknown_fs_is_empty() {
         assert_eq!(geometry("tmpfs", Path::new("/nonexistent")).unwrap(), "");
     }

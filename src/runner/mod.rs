@@ -73,6 +73,11 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         workloads.push(w);
     }
 
+    let diagnosis = diagnose(exp);
+    for line in diagnosis.get("hostile").and_then(|h| h.as_array()).into_iter().flatten() {
+        observer.message(&format!("warning: {}", line.as_str().unwrap_or_default()));
+    }
+
     let resumed = if opts.resume { store.find_unfinished(&exp.name, &exp.spec_hash)? } else { None };
     let experiment_id = match resumed {
         Some(id) => {
@@ -80,7 +85,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
             store.set_experiment_status(id, "running")?;
             id
         }
-        None => store.create_experiment(&new_experiment(exp)?)?,
+        None => store.create_experiment(&new_experiment(exp, diagnosis)?)?,
     };
     let done: HashSet<usize> = store
         .runs(experiment_id)?
@@ -162,7 +167,30 @@ fn execute(
     single::execute(exp, planned, variant, config, workload, opts)
 }
 
-fn new_experiment(exp: &Experiment) -> Result<NewExperiment> {
+/// Known-issue findings for this machine (and the work directory's
+/// filesystem), stored with the experiment; benchmark-hostile ones are
+/// printed before the first run.
+fn diagnose(exp: &Experiment) -> serde_json::Value {
+    let path = exp.workdir.ancestors().find(|p| p.exists()).map(std::path::Path::to_path_buf);
+    let facts = match crate::inspect::Facts::gather(path.as_deref()) {
+        Ok(f) => f,
+        Err(e) => return serde_json::json!({ "error": format!("{e:#}") }),
+    };
+    let rules = match crate::inspect::builtin_rules() {
+        Ok(r) => r,
+        Err(e) => return serde_json::json!({ "error": e.to_string() }),
+    };
+    let report = crate::inspect::doctor(&facts, &rules);
+    serde_json::json!({
+        "facts": facts.summary_lines(),
+        "findings": report.findings,
+        "hostile": report.hostile_lines(),
+    })
+}
+
+fn new_experiment(exp: &Experiment, diagnosis: serde_json::Value) -> Result<NewExperiment> {
+    let mut environment = serde_json::to_value(environment::capture())?;
+    environment["doctor"] = diagnosis;
     let plan = plan_rounds(exp, 0, exp.min_rounds());
     Ok(NewExperiment {
         name: exp.name.clone(),
@@ -171,7 +199,7 @@ fn new_experiment(exp: &Experiment) -> Result<NewExperiment> {
         spec_hash: exp.spec_hash.clone(),
         seed: exp.seed,
         plan_json: serde_json::to_string(&serde_json::json!({ "experiment": exp, "first_rounds": plan }))?,
-        environment_json: serde_json::to_string(&environment::capture())?,
+        environment_json: serde_json::to_string(&environment)?,
         variants: exp
             .variants
             .iter()

@@ -100,6 +100,7 @@ fn cpu(i: usize) -> CpuSample {
         softirq_pct: b + 6.0,
         steal_pct: b + 7.0,
         idle_pct: b + 8.0,
+        ..CpuSample::default()
     }
 }
 

@@ -1,0 +1,86 @@
+//! `fslab doctor` and `fslab kconfig diff`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+
+use fslab::inspect::{builtin_rules, doctor, kconfig_diff, Facts, KernelConfig};
+
+#[derive(Args, Debug)]
+pub struct DoctorArgs {
+    /// Also inspect the filesystem holding this path.
+    path: Option<PathBuf>,
+    /// Evaluate another machine's kernel config instead of this machine (offline mode).
+    #[arg(long, value_name = "FILE")]
+    kconfig: Option<PathBuf>,
+    /// Kernel release for offline mode (e.g. 5.15.32).
+    #[arg(long, value_name = "X.Y.Z", requires = "kconfig")]
+    kernel_release: Option<String>,
+    /// Mount options for offline mode.
+    #[arg(long, requires = "kconfig")]
+    mount_options: Option<String>,
+    /// Filesystem type for offline mode.
+    #[arg(long, requires = "kconfig")]
+    fs: Option<String>,
+    /// Print the report as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn doctor_cmd(args: DoctorArgs) -> Result<ExitCode> {
+    let facts = match &args.kconfig {
+        Some(kconfig) => Facts::offline(
+            Some(kconfig),
+            args.kernel_release.as_deref(),
+            args.mount_options.as_deref(),
+            args.fs.as_deref(),
+        )?,
+        None => Facts::gather(args.path.as_deref())?,
+    };
+    let rules = builtin_rules().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let report = doctor(&facts, &rules);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{report}");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Args, Debug)]
+pub struct KconfigArgs {
+    #[command(subcommand)]
+    command: KconfigCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum KconfigCommand {
+    /// Differences between two kernel configs, grouped by area, with what each means for performance.
+    Diff {
+        a: PathBuf,
+        b: PathBuf,
+        /// Only performance-relevant options.
+        #[arg(long)]
+        only_perf: bool,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn kconfig(args: KconfigArgs) -> Result<ExitCode> {
+    match args.command {
+        KconfigCommand::Diff { a, b, only_perf, json } => {
+            let a = KernelConfig::from_file(&a).with_context(|| format!("reading {}", a.display()))?;
+            let b = KernelConfig::from_file(&b).with_context(|| format!("reading {}", b.display()))?;
+            let diff = kconfig_diff(&a, &b, only_perf);
+            if json {
+                println!("{}", serde_json::to_string_pretty(&diff)?);
+            } else {
+                print!("{diff}");
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
