@@ -140,7 +140,8 @@ mod tests {
     #[test]
     fn sizes_display_compactly() {
         assert_eq!(Bytes(1 << 30).to_string(), "1GiB");
-        assert_eq!(Bytes(3 << 19).to_string(), "1.5MiB");
+        assert_eq!(Bytes(3 << 19).to_string(), "1536KiB");
+        assert_eq!(Bytes(1_500_000).to_string(), "1.4MiB");
         assert_eq!(Bytes(100).to_string(), "100B");
     }
 
