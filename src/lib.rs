@@ -18,6 +18,7 @@
 pub mod analysis;
 pub mod experiment;
 pub mod inspect;
+pub mod iostatlog;
 pub mod metric;
 pub mod monitor;
 pub mod record;
