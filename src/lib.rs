@@ -19,6 +19,7 @@ pub mod analysis;
 pub mod experiment;
 pub mod fsinternal;
 pub mod inspect;
+pub mod iostatlog;
 pub mod metric;
 pub mod monitor;
 pub mod record;

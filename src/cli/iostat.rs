@@ -1,0 +1,316 @@
+//! `fslab iostat`: iostat logs captured elsewhere (parse, summarize, compare)
+//! and `record` to capture one in the same format.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand, ValueEnum};
+
+use fslab::iostatlog::{self, FirstReport, IostatLog, SummaryOptions};
+
+/// `fslab iostat …`
+#[derive(Args, Debug)]
+pub struct IostatArgs {
+    #[command(subcommand)]
+    command: IostatCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum IostatCommand {
+    /// Parse sysstat iostat logs (any version, -k/-m, with or without -t) into rows.
+    Parse(ParseArgs),
+    /// Per device: samples, duration, MB read/written, and the busy (%util ≥ threshold) phase.
+    Summarize(SummarizeArgs),
+    /// Two logs' summaries side by side with changes.
+    Compare(CompareLogsArgs),
+    /// Record live diskstats of a block device as an `iostat -x -t -k` log.
+    Record(RecordArgs),
+}
+
+/// Options shared by everything that reads logs.
+#[derive(Args, Debug, Clone)]
+struct ReadOpts {
+    /// Skip malformed lines with a warning instead of failing.
+    #[arg(long)]
+    lenient: bool,
+}
+
+/// Options shared by summarize and compare.
+#[derive(Args, Debug, Clone)]
+struct SummaryArgs {
+    #[command(flatten)]
+    read: ReadOpts,
+    /// A sample is busy when its %util is at least this.
+    #[arg(long, value_name = "PCT", default_value_t = 95.0)]
+    util_threshold: f64,
+    /// Count only the first SECONDS of the busy phase (compare logs of different length fairly).
+    #[arg(long, value_name = "SECONDS")]
+    window: Option<f64>,
+    /// Seconds per report; default: from -t timestamps, else 1 s assumed.
+    #[arg(long, value_name = "SECONDS")]
+    interval: Option<f64>,
+    /// iostat's first report is since boot (unless -y): auto drops it when the log starts with iostat's banner.
+    #[arg(long, value_enum, default_value_t = FirstReport::Auto)]
+    first_report: FirstReport,
+}
+
+impl SummaryArgs {
+    fn options(&self) -> Result<SummaryOptions> {
+        if let Some(w) = self.window {
+            anyhow::ensure!(
+                w.is_finite() && w > 0.0,
+                "--window must be a positive number of seconds"
+            );
+        }
+        if let Some(i) = self.interval {
+            anyhow::ensure!(
+                i.is_finite() && i > 0.0,
+                "--interval must be a positive number of seconds"
+            );
+        }
+        anyhow::ensure!(
+            self.util_threshold.is_finite(),
+            "--util-threshold must be a number"
+        );
+        Ok(SummaryOptions {
+            util_threshold: self.util_threshold,
+            window_s: self.window,
+            interval_s: self.interval,
+            first_report: self.first_report,
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum RowFormat {
+    Json,
+    Csv,
+}
+
+#[derive(Args, Debug)]
+struct ParseArgs {
+    /// iostat log files.
+    #[arg(required = true)]
+    logs: Vec<PathBuf>,
+    #[arg(long, value_enum, default_value_t = RowFormat::Json)]
+    format: RowFormat,
+    #[command(flatten)]
+    read: ReadOpts,
+}
+
+#[derive(Args, Debug)]
+struct SummarizeArgs {
+    /// iostat log files.
+    #[arg(required = true)]
+    logs: Vec<PathBuf>,
+    /// Print JSON (`{"files":[{"path":…,"devices":[…]}]}`).
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    summary: SummaryArgs,
+}
+
+#[derive(Args, Debug)]
+struct CompareLogsArgs {
+    /// Baseline log.
+    a: PathBuf,
+    /// Log compared against A.
+    b: PathBuf,
+    /// Only this device (default: same names; a single device per log is paired whatever its name).
+    #[arg(long)]
+    device: Option<String>,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    summary: SummaryArgs,
+}
+
+#[derive(Args, Debug)]
+struct RecordArgs {
+    /// Block device (`sda`, `/dev/mmcblk0`, `/dev/mapper/vg-lv`).
+    #[arg(long)]
+    device: String,
+    /// Time between reports, whole seconds (like iostat's).
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    interval: Duration,
+    /// Output file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: PathBuf,
+    /// Stop after N interval reports (default: until Ctrl-C).
+    #[arg(long, conflicts_with = "duration")]
+    count: Option<u64>,
+    /// Stop after this long (e.g. `5min`).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+}
+
+/// Run `fslab iostat`.
+pub fn iostat(args: IostatArgs) -> Result<ExitCode> {
+    match args.command {
+        IostatCommand::Parse(a) => parse(a),
+        IostatCommand::Summarize(a) => summarize(a),
+        IostatCommand::Compare(a) => compare(a),
+        IostatCommand::Record(a) => record(a),
+    }
+}
+
+/// Parse one file, printing lenient-mode warnings with file and line.
+fn read_log(path: &Path, opts: &ReadOpts) -> Result<IostatLog> {
+    let log = iostatlog::parse_file(path, opts.lenient)?;
+    for w in &log.warnings {
+        eprintln!(
+            "warning: {}:{}: skipped: {}",
+            path.display(),
+            w.line,
+            w.message
+        );
+    }
+    Ok(log)
+}
+
+/// Writes to stdout; a closed pipe (`| head`) is not an error.
+fn emit(text: &str) -> Result<()> {
+    ignore_broken_pipe(std::io::stdout().lock().write_all(text.as_bytes()))
+}
+
+fn ignore_broken_pipe(r: std::io::Result<()>) -> Result<()> {
+    match r {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn parse(args: ParseArgs) -> Result<ExitCode> {
+    let mut files = Vec::new();
+    for p in &args.logs {
+        files.push((p.display().to_string(), read_log(p, &args.read)?));
+    }
+    let mut out: Vec<u8> = Vec::new();
+    match args.format {
+        RowFormat::Json => {
+            let files: Vec<_> = files
+                .iter()
+                .map(|(path, log)| {
+                    serde_json::json!({
+                        "path": path, "banner": log.banner, "layout": log.layout, "unit": log.unit,
+                        "reports": log.reports, "samples": log.samples,
+                    })
+                })
+                .collect();
+            serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "files": files }))?;
+            writeln!(out)?;
+        }
+        RowFormat::Csv => {
+            writeln!(out, "path,report,time,t_s,device,r_s,w_s,rkb_s,wkb_s,rareq_kb,wareq_kb,aqu_sz,r_await,w_await,util_pct")?;
+            let o = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
+            for (path, log) in &files {
+                for s in &log.samples {
+                    writeln!(
+                        out,
+                        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+                        csv_field(path),
+                        s.report,
+                        csv_field(s.time.as_deref().unwrap_or("")),
+                        o(s.t_s),
+                        csv_field(&s.device),
+                        o(s.r_s),
+                        o(s.w_s),
+                        s.rkb_s,
+                        s.wkb_s,
+                        o(s.rareq_kb),
+                        o(s.wareq_kb),
+                        o(s.aqu_sz),
+                        o(s.r_await),
+                        o(s.w_await),
+                        o(s.util_pct)
+                    )?;
+                }
+            }
+        }
+    }
+    ignore_broken_pipe(std::io::stdout().lock().write_all(&out))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn summaries(paths: &[&PathBuf], args: &SummaryArgs) -> Result<Vec<iostatlog::FileSummary>> {
+    let opts = args.options()?;
+    paths
+        .iter()
+        .map(|p| {
+            let log = read_log(p, &args.read)?;
+            Ok(iostatlog::summarize(&p.display().to_string(), &log, &opts))
+        })
+        .collect()
+}
+
+fn summarize(args: SummarizeArgs) -> Result<ExitCode> {
+    let files = summaries(&args.logs.iter().collect::<Vec<_>>(), &args.summary)?;
+    if args.json {
+        emit(&format!(
+            "{}\n",
+            serde_json::to_string_pretty(&serde_json::json!({ "files": files }))?
+        ))?;
+    } else {
+        emit(&iostatlog::render_summaries(&files))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn compare(args: CompareLogsArgs) -> Result<ExitCode> {
+    let files = summaries(&[&args.a, &args.b], &args.summary)?;
+    let c = iostatlog::compare(&files[0], &files[1], args.device.as_deref());
+    if c.devices.is_empty() {
+        bail!("no device appears in both logs ({})", c.unpaired.join("; "));
+    }
+    if args.json {
+        emit(&format!("{}\n", serde_json::to_string_pretty(&c)?))?;
+    } else {
+        emit(&iostatlog::render_comparison(&c))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn record(args: RecordArgs) -> Result<ExitCode> {
+    let count = match (args.count, args.duration) {
+        (Some(n), _) => Some(n),
+        // Whole intervals that fit in the duration, at least one.
+        (None, Some(d)) => {
+            Some(((d.as_secs_f64() / args.interval.as_secs_f64()).floor() as u64).max(1))
+        }
+        (None, None) => None,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).context("installing signal handler")?;
+    }
+    let file = std::fs::File::create(&args.output)
+        .with_context(|| format!("creating {}", args.output.display()))?;
+    let mut out = std::io::BufWriter::new(file);
+    let opts = iostatlog::RecordOptions {
+        device: args.device.clone(),
+        interval: args.interval,
+        count,
+    };
+    let n = iostatlog::record(&opts, &mut out, &stop)?;
+    out.flush()?;
+    eprintln!(
+        "recorded {n} interval reports of {} to {}",
+        args.device,
+        args.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
