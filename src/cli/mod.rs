@@ -2,6 +2,7 @@
 
 mod compare;
 mod inspect;
+mod iostat;
 mod maintenance;
 mod run;
 
@@ -45,6 +46,8 @@ enum Command {
     Doctor(inspect::DoctorArgs),
     /// Kernel config tools.
     Kconfig(inspect::KconfigArgs),
+    /// Parse, summarize, compare and record iostat logs (from any machine).
+    Iostat(iostat::IostatArgs),
 }
 
 /// Run the chosen subcommand.
@@ -58,5 +61,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Cleanup(args) => maintenance::cleanup(args),
         Command::Doctor(args) => inspect::doctor_cmd(args),
         Command::Kconfig(args) => inspect::kconfig(args),
+        Command::Iostat(args) => iostat::iostat(args),
     }
 }
