@@ -80,7 +80,7 @@ impl Metadata {
         let mut done = 0u64;
         let mut i = t;
         while i < self.files {
-            if done % 512 == 0 {
+            if done.is_multiple_of(512) {
                 if cancelled() {
                     bail!("metadata workload interrupted");
                 }
@@ -93,11 +93,20 @@ impl Metadata {
             path.push(format!("f{i:010}"));
             match phase {
                 Phase::Create => {
-                    let mut file = OpenOptions::new()
-                        .write(true)
-                        .create_new(true)
-                        .open(&path)
-                        .with_context(|| format!("creating {}", path.display()))?;
+                    let mut file = match OpenOptions::new().write(true).create_new(true).open(&path) {
+                        Ok(f) => f,
+                        Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => {
+                            bail!(
+                                "creating {} (file {} of {}): {e}; the testbed ran out of space or inodes \
+                                 (ext4 gets one inode per 16 KiB: give the variant a larger `size` or more inodes, \
+                                 e.g. mkfs = [\"-N\", \"200000\"])",
+                                path.display(),
+                                i + 1,
+                                self.files
+                            )
+                        }
+                        Err(e) => return Err(e).with_context(|| format!("creating {}", path.display())),
+                    };
                     let mut left = self.file_size;
                     while left > 0 {
                         let n = left.min(chunk.len() as u64) as usize;
