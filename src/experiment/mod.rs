@@ -115,6 +115,9 @@ impl WorkloadConfig {
         match self.params {
             WorkloadParams::Untar { .. } => "untar",
             WorkloadParams::Command { .. } => "command",
+            WorkloadParams::Shell1 { .. } => "shell1",
+            WorkloadParams::Metadata { .. } => "metadata",
+            WorkloadParams::Fio { .. } => "fio",
         }
     }
 }
@@ -133,6 +136,22 @@ pub enum UntarSource {
 pub enum WorkloadParams {
     Untar { source: UntarSource, scale: f64, compressibility: f64, sync: bool },
     Command { command: String, prepare: Option<String>, cleanup: Option<String> },
+    /// UnixBench "Shell Scripts": `concurrency` looping copies for `duration`.
+    Shell1 { concurrency: Vec<u32>, duration: Duration },
+    /// fs_mark-style create / stat / unlink of `files` files.
+    Metadata { files: u64, file_size: u64, dirs: u64, threads: u32, fsync: bool },
+    /// fio with an inline job or a job file.
+    Fio { job: FioJob },
+}
+
+/// Where a `fio` workload's job comes from.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FioJob {
+    /// One job: its name and `option=value` pairs, passed as `--option=value`.
+    Inline { name: String, options: Vec<(String, String)> },
+    /// A fio job file (absolute, or relative to the experiment file).
+    File(PathBuf),
 }
 
 /// Built-in untar profiles.

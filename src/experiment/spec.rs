@@ -153,6 +153,27 @@ pub struct WorkloadTable {
     pub prepare: Option<Spanned<String>>,
     #[serde(default)]
     pub cleanup: Option<Spanned<String>>,
+    // shell1
+    #[serde(default)]
+    pub concurrency: Option<Spanned<Vec<i64>>>,
+    #[serde(default)]
+    pub duration: Option<Spanned<Seconds>>,
+    // metadata
+    #[serde(default)]
+    pub files: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub file_size: Option<Spanned<Bytes>>,
+    #[serde(default)]
+    pub dirs: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub threads: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub fsync: Option<Spanned<bool>>,
+    // fio
+    #[serde(default)]
+    pub job: Option<Spanned<BTreeMap<String, toml::Value>>>,
+    #[serde(default)]
+    pub jobfile: Option<Spanned<String>>,
 }
 
 impl WorkloadTable {
@@ -165,7 +186,10 @@ impl WorkloadTable {
                 $(if let Some(v) = &self.$field { keys.push((stringify!($field), v.span())); })*
             };
         }
-        collect!(profile, scale, list, compressibility, sync, command, prepare, cleanup);
+        collect!(
+            profile, scale, list, compressibility, sync, command, prepare, cleanup, concurrency, duration, files, file_size, dirs,
+            threads, fsync, job, jobfile
+        );
         keys
     }
 }

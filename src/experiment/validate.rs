@@ -9,7 +9,7 @@ use anyhow::Result;
 use toml::Spanned;
 
 use super::spec::{ExperimentFile, Repetitions, VariantTable, WorkloadTable};
-use super::{Experiment, FsKind, UntarSource, VariantConfig, WorkloadConfig, WorkloadParams, DEFAULT_WORKDIR, UNTAR_PROFILES};
+use super::{Experiment, FioJob, FsKind, UntarSource, VariantConfig, WorkloadConfig, WorkloadParams, DEFAULT_WORKDIR, UNTAR_PROFILES};
 use crate::units::Bytes;
 
 /// `:line:column` for a byte offset in `text`.
@@ -249,7 +249,16 @@ fn resolve_workload(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<
     let allowed: &[&str] = match kind {
         "untar" => &["profile", "scale", "list", "compressibility", "sync"],
         "command" => &["command", "prepare", "cleanup"],
-        _ => return Err(cx.err(table.kind.span(), "kind", format!("unknown workload kind `{kind}` (untar, command)"))),
+        "shell1" => &["concurrency", "duration"],
+        "metadata" => &["files", "file_size", "dirs", "threads", "fsync"],
+        "fio" => &["job", "jobfile"],
+        _ => {
+            return Err(cx.err(
+                table.kind.span(),
+                "kind",
+                format!("unknown workload kind `{kind}` (untar, command, shell1, metadata, fio)"),
+            ))
+        }
     };
     if let Some((key, span)) = table.specific_keys().into_iter().find(|(k, _)| !allowed.contains(k)) {
         return Err(cx.err(span, key, format!("is not a setting of `{kind}` workloads (it takes {})", allowed.join(", "))));
@@ -285,6 +294,9 @@ fn resolve_workload(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<
             };
             WorkloadParams::Untar { source, scale, compressibility, sync: table.sync.as_ref().is_none_or(|s| *s.get_ref()) }
         }
+        "shell1" => resolve_shell1(cx, table)?,
+        "metadata" => resolve_metadata(cx, table)?,
+        "fio" => resolve_fio(cx, table, base_dir)?,
         _ => {
             let Some(command) = &table.command else {
                 return Err(cx.err(table.kind.span(), "command", "a `command` workload needs `command = \"...\"`"));
@@ -307,4 +319,129 @@ fn resolve_workload(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<
         None => kind.to_string(),
     };
     Ok(WorkloadConfig { label, timeout: table.timeout.map(|t| t.0), cache: table.cache.unwrap_or_default(), params })
+}
+
+/// Most looping copies a `shell1` level may run.
+const MAX_CONCURRENCY: i64 = 256;
+
+fn resolve_shell1(cx: &Ctx, table: &WorkloadTable) -> Result<WorkloadParams> {
+    let concurrency = match &table.concurrency {
+        None => vec![1],
+        Some(c) => {
+            let levels = c.get_ref();
+            if levels.is_empty() {
+                return Err(cx.err(c.span(), "concurrency", "needs at least one level, e.g. [1, 2, 4, 8]"));
+            }
+            let mut out: Vec<u32> = Vec::new();
+            for &level in levels {
+                if !(1..=MAX_CONCURRENCY).contains(&level) {
+                    return Err(cx.err(c.span(), "concurrency", format!("{level} is not between 1 and {MAX_CONCURRENCY}")));
+                }
+                if out.contains(&(level as u32)) {
+                    return Err(cx.err(c.span(), "concurrency", format!("{level} is listed twice")));
+                }
+                out.push(level as u32);
+            }
+            out
+        }
+    };
+    let duration = match &table.duration {
+        None => Duration::from_secs(60),
+        Some(d) if d.get_ref().0 < Duration::from_secs(1) => {
+            return Err(cx.err(d.span(), "duration", "must be at least 1s"));
+        }
+        Some(d) => d.get_ref().0,
+    };
+    Ok(WorkloadParams::Shell1 { concurrency, duration })
+}
+
+fn resolve_metadata(cx: &Ctx, table: &WorkloadTable) -> Result<WorkloadParams> {
+    let count = |value: &Option<Spanned<i64>>, key: &str, default: i64, max: i64| -> Result<i64> {
+        match value {
+            None => Ok(default),
+            Some(v) if (1..=max).contains(v.get_ref()) => Ok(*v.get_ref()),
+            Some(v) => Err(cx.err(v.span(), key, format!("must be between 1 and {max}"))),
+        }
+    };
+    let files = count(&table.files, "files", 100_000, 100_000_000)?;
+    let dirs = count(&table.dirs, "dirs", 100, 1_000_000)?;
+    let threads = count(&table.threads, "threads", 1, 256)?;
+    if let Some(d) = &table.dirs {
+        if dirs > files {
+            return Err(cx.err(d.span(), "dirs", format!("{dirs} directories for {files} files leaves some empty")));
+        }
+    }
+    if let Some(t) = &table.threads {
+        if threads > files {
+            return Err(cx.err(t.span(), "threads", format!("{threads} threads for {files} files leaves some idle")));
+        }
+    }
+    let file_size = match &table.file_size {
+        None => 0,
+        Some(s) if s.get_ref().0 > 1 << 30 => return Err(cx.err(s.span(), "file_size", "must be at most 1GiB")),
+        Some(s) => s.get_ref().0,
+    };
+    Ok(WorkloadParams::Metadata {
+        files: files as u64,
+        file_size,
+        dirs: dirs as u64,
+        threads: threads as u32,
+        fsync: table.fsync.as_ref().is_some_and(|f| *f.get_ref()),
+    })
+}
+
+/// fio options fslab sets itself (or that would send the output elsewhere).
+const FIO_RESERVED: &[&str] = &["output", "output-format", "output_format"];
+
+fn resolve_fio(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<WorkloadParams> {
+    let job = match (&table.job, &table.jobfile) {
+        (Some(j), Some(_)) => return Err(cx.err(j.span(), "job", "give either `job` or `jobfile`, not both")),
+        (None, None) => {
+            return Err(cx.err(
+                table.kind.span(),
+                "job",
+                "a `fio` workload needs `job = { rw = \"randwrite\", bs = \"4k\", size = \"64M\" }` or `jobfile = \"path\"`",
+            ))
+        }
+        (None, Some(f)) => {
+            let path = base_dir.join(f.get_ref());
+            if !path.is_file() {
+                return Err(cx.err(f.span(), "jobfile", format!("{} is not a readable file", path.display())));
+            }
+            FioJob::File(path)
+        }
+        (Some(j), None) => {
+            let mut name = "job".to_string();
+            let mut options = Vec::new();
+            for (key, value) in j.get_ref() {
+                let full = format!("job.{key}");
+                if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                    return Err(cx.err(j.span(), &full, "is not a fio option name"));
+                }
+                if FIO_RESERVED.contains(&key.as_str()) {
+                    return Err(cx.err(j.span(), &full, "is set by fslab (JSON output on stdout)"));
+                }
+                let text = match value {
+                    toml::Value::String(s) => s.clone(),
+                    toml::Value::Integer(i) => i.to_string(),
+                    toml::Value::Float(f) => f.to_string(),
+                    toml::Value::Boolean(b) => u8::from(*b).to_string(),
+                    _ => return Err(cx.err(j.span(), &full, "must be a string, number or boolean")),
+                };
+                if text.contains(['\n', '\r', '\0']) {
+                    return Err(cx.err(j.span(), &full, "must be a single line"));
+                }
+                if key == "name" {
+                    if text.is_empty() || !text.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
+                        return Err(cx.err(j.span(), &full, "must be a word of letters, digits, `_`, `-` or `.`"));
+                    }
+                    name = text;
+                } else {
+                    options.push((key.clone(), text));
+                }
+            }
+            FioJob::Inline { name, options }
+        }
+    };
+    Ok(WorkloadParams::Fio { job })
 }

@@ -6,8 +6,11 @@
 
 pub mod archive;
 pub mod command;
+pub mod fio;
 pub mod listing;
+pub mod metadata;
 pub mod process;
+pub mod shell1;
 pub mod untar;
 
 use std::path::Path;
@@ -29,6 +32,15 @@ pub fn build(config: &WorkloadConfig, seed: u64) -> Result<Box<dyn Workload>> {
             prepare: prepare.clone(),
             cleanup: cleanup.clone(),
         }),
+        WorkloadParams::Shell1 { concurrency, duration } => Box::new(shell1::Shell1::new(concurrency.clone(), *duration)),
+        WorkloadParams::Metadata { files, file_size, dirs, threads, fsync } => Box::new(metadata::Metadata {
+            files: *files,
+            file_size: *file_size,
+            dirs: *dirs,
+            threads: *threads,
+            fsync: *fsync,
+        }),
+        WorkloadParams::Fio { job } => Box::new(fio::Fio::new(job.clone())),
     })
 }
 
