@@ -16,6 +16,7 @@
 //! The `fslab` binary is a thin command-line layer over these modules.
 
 pub mod analysis;
+pub mod bisect;
 pub mod experiment;
 pub mod fsinternal;
 pub mod inspect;

@@ -1,0 +1,196 @@
+//! The test ddmin asks: "does good + these changes regress?", answered by a
+//! real experiment through the runner and the statistical verdict.
+//!
+//! Each question is one stored experiment with two variants, the good one
+//! (baseline) and the candidate, on the workload of the chosen metric only,
+//! with adaptive repetitions: the runner adds rounds while a comparison is
+//! inconclusive, up to the maximum. The verdict on the chosen metric maps to
+//! an [`Outcome`]: `regressed` → fail, `no-change`/`improved` → pass,
+//! `inconclusive` after the maximum (or no usable runs) → unresolved, which
+//! ddmin treats as "not reproduced" and the report counts.
+
+use std::str::FromStr;
+
+use anyhow::{anyhow, bail, Context, Result};
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::ddmin::Outcome;
+use super::diff::{apply, Change};
+use crate::analysis::compare_series;
+use crate::experiment::{Experiment, Repetitions, VariantConfig};
+use crate::runner::{self, Observer, RunOptions};
+use crate::stats::{CompareConfig, Verdict};
+use crate::store::Store;
+
+/// `WORKLOAD/METRIC`, e.g. `untar/total_s` (split at the last `/`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MetricRef {
+    pub workload: String,
+    pub metric: String,
+}
+
+impl FromStr for MetricRef {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.rsplit_once('/') {
+            Some((w, m)) if !w.is_empty() && !m.is_empty() => {
+                Ok(MetricRef { workload: w.to_string(), metric: m.to_string() })
+            }
+            _ => Err(format!("`{s}`: expected WORKLOAD/METRIC, e.g. untar/total_s")),
+        }
+    }
+}
+
+impl std::fmt::Display for MetricRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.workload, self.metric)
+    }
+}
+
+/// One oracle question and its answer, with the experiment that holds the runs.
+#[derive(Clone, Debug, Serialize)]
+pub struct Trial {
+    /// Indices into the list of changes (empty for none).
+    pub set: Vec<usize>,
+    pub changes: Vec<String>,
+    pub experiment_id: i64,
+    pub experiment_name: String,
+    pub candidate: String,
+    pub runs_ok: usize,
+    pub runs_failed: usize,
+    pub rounds: usize,
+    /// None when the metric had no values for one side.
+    pub verdict: Option<Verdict>,
+    pub mean_good: Option<f64>,
+    pub mean_candidate: Option<f64>,
+    pub change_pct: Option<f64>,
+    pub ci_low_pct: Option<f64>,
+    pub ci_high_pct: Option<f64>,
+    pub p_adjusted: Option<f64>,
+    pub outcome: Outcome,
+}
+
+impl Trial {
+    pub fn runs(&self) -> usize {
+        self.runs_ok + self.runs_failed
+    }
+}
+
+/// Runs candidate experiments; remembers every trial.
+pub struct Oracle<'a> {
+    pub base: &'a Experiment,
+    pub good: VariantConfig,
+    pub bad: VariantConfig,
+    pub changes: Vec<Change>,
+    pub metric: MetricRef,
+    pub repetitions: Repetitions,
+    pub store: &'a mut Store,
+    pub options: RunOptions,
+    pub observer: &'a mut dyn Observer,
+    pub trials: Vec<Trial>,
+}
+
+impl Oracle<'_> {
+    /// Good against bad, as written in the file (the set of all changes).
+    pub fn confirm(&mut self) -> Result<Trial> {
+        let all: Vec<usize> = (0..self.changes.len()).collect();
+        let bad = self.bad.clone();
+        let title = format!("{} vs {} (confirm)", self.good.name, bad.name);
+        self.trial(&all, bad, &title)
+    }
+
+    /// good + the changes at `set`.
+    pub fn test(&mut self, set: &[usize]) -> Result<Outcome> {
+        let chosen: Vec<&Change> = set.iter().map(|&i| &self.changes[i]).collect();
+        let labels: Vec<String> = chosen.iter().map(|c| c.label()).collect();
+        let name = format!("{} + [{}]", self.good.name, labels.join("; "));
+        let candidate = apply(&self.good, &self.bad, &chosen, &name);
+        let title = format!("trial {}: {}", self.trials.len(), name);
+        Ok(self.trial(set, candidate, &title)?.outcome)
+    }
+
+    fn experiment(&self, candidate: VariantConfig, title: &str) -> Result<Experiment> {
+        let mut exp = self.base.clone();
+        exp.name = format!("bisect-options {}: {title}", self.base.name);
+        exp.description = Some(format!(
+            "fslab bisect-options trial on {}: is `{}` regressed against `{}`?",
+            self.metric, candidate.name, self.good.name
+        ));
+        exp.source_text = format!(
+            "# fslab bisect-options trial, derived from the experiment below\n# {title}\n# candidate: {}\n{}",
+            serde_json::to_string(&candidate)?,
+            self.base.source_text
+        );
+        exp.spec_hash = Sha256::digest(exp.source_text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        exp.repetitions = self.repetitions;
+        exp.baseline = self.good.name.clone();
+        exp.variants = vec![self.good.clone(), candidate];
+        exp.workloads.retain(|w| w.label == self.metric.workload);
+        if exp.workloads.is_empty() {
+            let labels: Vec<&str> = self.base.workloads.iter().map(|w| w.label.as_str()).collect();
+            bail!("--metric {}: no workload `{}` (workloads: {})", self.metric, self.metric.workload, labels.join(", "));
+        }
+        Ok(exp)
+    }
+
+    fn trial(&mut self, set: &[usize], candidate: VariantConfig, title: &str) -> Result<Trial> {
+        let exp = self.experiment(candidate, title)?;
+        let candidate = exp.variants[1].name.clone();
+        self.observer.message(&format!("bisect-options: {title}"));
+        let summary = runner::run(&exp, self.store, &self.options, self.observer)
+            .with_context(|| format!("running {}", exp.name))?;
+        if summary.interrupted {
+            bail!("interrupted during experiment {} ({}); finished trials are in the store", summary.experiment_id, exp.name);
+        }
+        let series = self.store.metric_series(summary.experiment_id)?;
+        let cfg = CompareConfig { alpha: exp.alpha, theta: exp.theta, ..CompareConfig::default() };
+        let rows = compare_series(&series, &self.good.name, &cfg);
+        let row = rows
+            .iter()
+            .find(|r| r.workload == self.metric.workload && r.metric == self.metric.metric && r.variant == candidate);
+        if row.is_none() {
+            let known: Vec<String> = series.iter().filter(|s| s.variant == self.good.name).map(|s| s.metric.clone()).collect();
+            if !known.is_empty() && !known.contains(&self.metric.metric) {
+                return Err(anyhow!(
+                    "--metric {}: workload `{}` reports no metric `{}` (it reports: {})",
+                    self.metric,
+                    self.metric.workload,
+                    self.metric.metric,
+                    known.join(", ")
+                ));
+            }
+        }
+        let outcome = match row.map(|r| r.verdict) {
+            Some(Verdict::Regressed) => Outcome::Fail,
+            Some(Verdict::NoChange | Verdict::Improved) => Outcome::Pass,
+            Some(Verdict::Inconclusive) | None => Outcome::Unresolved,
+        };
+        let trial = Trial {
+            set: set.to_vec(),
+            changes: set.iter().map(|&i| self.changes[i].label()).collect(),
+            experiment_id: summary.experiment_id,
+            experiment_name: exp.name.clone(),
+            candidate,
+            runs_ok: summary.runs_ok,
+            runs_failed: summary.runs_failed,
+            rounds: summary.rounds,
+            verdict: row.map(|r| r.verdict),
+            mean_good: row.map(|r| r.mean_baseline),
+            mean_candidate: row.map(|r| r.mean_variant),
+            change_pct: row.map(|r| r.change_pct),
+            ci_low_pct: row.map(|r| r.ci_low_pct),
+            ci_high_pct: row.map(|r| r.ci_high_pct),
+            p_adjusted: row.map(|r| r.p_adjusted),
+            outcome,
+        };
+        self.observer.message(&format!(
+            "bisect-options: experiment {} → {} ({} runs)",
+            trial.experiment_id,
+            trial.verdict.map_or("no verdict".to_string(), |v| v.to_string()),
+            trial.runs()
+        ));
+        self.trials.push(trial.clone());
+        Ok(trial)
+    }
+}

@@ -1,0 +1,118 @@
+//! `fslab bisect-options`: which differing setting carries a regression.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use super::DbArg;
+use fslab::bisect::{self, BisectConfig, MetricRef, Status};
+use fslab::experiment;
+use fslab::experiment::PlannedRun;
+use fslab::record::RunRecord;
+use fslab::runner::{self, progress::Console, Observer, RunOptions};
+use fslab::store::Store;
+use fslab::workload::process;
+
+#[derive(Args, Debug)]
+pub struct BisectArgs {
+    /// Experiment file (TOML) holding the good and the bad variant.
+    file: PathBuf,
+    /// The variant without the regression.
+    #[arg(long, value_name = "NAME")]
+    good: String,
+    /// The variant with the regression.
+    #[arg(long, value_name = "NAME")]
+    bad: String,
+    /// The metric that regressed, as WORKLOAD/METRIC (e.g. untar/total_s).
+    #[arg(long, value_name = "WORKLOAD/METRIC")]
+    metric: MetricRef,
+    /// Fewest rounds per trial (default: the file's repetitions).
+    #[arg(long, value_name = "N", requires = "max_runs")]
+    min_runs: Option<u32>,
+    /// Most rounds per trial while the verdict is inconclusive (default: the file's, or twice a fixed count).
+    #[arg(long, value_name = "N", requires = "min_runs")]
+    max_runs: Option<u32>,
+    /// Work directory for images, mount points and caches (overrides the file).
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+    #[command(flatten)]
+    db: DbArg,
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Exit status when good vs bad shows no regression to bisect.
+const NOT_REPRODUCED: u8 = 2;
+
+pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
+    let exp = experiment::load(&args.file)?;
+    for (flag, name) in [("--good", &args.good), ("--bad", &args.bad)] {
+        if exp.variant(name).is_none() {
+            let names: Vec<&str> = exp.variants.iter().map(|v| v.name.as_str()).collect();
+            bail!("{flag} {name}: no variant has that name (variants: {})", names.join(", "));
+        }
+    }
+    runner::check_privileges(&exp)?;
+    process::install_signal_handlers()?;
+    let mut store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let cfg = BisectConfig {
+        good: args.good,
+        bad: args.bad,
+        metric: args.metric,
+        repetitions: args.min_runs.zip(args.max_runs),
+        run_options: RunOptions { workdir: args.workdir, ..RunOptions::default() },
+    };
+    let mut console = PerExperiment(Console::new());
+    let report = bisect::bisect(&exp, &cfg, &mut store, &mut console)?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print!("{}", bisect::render_text(&report));
+    }
+    eprintln!("results in {}", args.db.db.display());
+    Ok(match report.status {
+        Status::Found => ExitCode::SUCCESS,
+        Status::NotReproduced => {
+            eprintln!(
+                "bisect-options: `{}` is not regressed against `{}` on {} ({}); nothing to bisect",
+                report.bad,
+                report.good,
+                report.metric,
+                report.confirmation.verdict.map_or("no verdict".to_string(), |v| v.to_string())
+            );
+            ExitCode::from(NOT_REPRODUCED)
+        }
+    })
+}
+
+/// A fresh [`Console`] for each trial experiment: a `Console` counts runs
+/// from its creation, so one reused across experiments would count wrong.
+struct PerExperiment(Console);
+
+impl Observer for PerExperiment {
+    fn start(&mut self, planned: usize, max: usize) {
+        self.0 = Console::new();
+        self.0.start(planned, max);
+    }
+    fn extend(&mut self, runs: usize) {
+        self.0.extend(runs);
+    }
+    fn started(&mut self, run: &PlannedRun, variant: &str, workload: &str) {
+        self.0.started(run, variant, workload);
+    }
+    fn finished(&mut self, run: &PlannedRun, record: &RunRecord) {
+        self.0.finished(run, record);
+    }
+    fn skipped(&mut self, run: &PlannedRun) {
+        self.0.skipped(run);
+    }
+    fn message(&mut self, text: &str) {
+        self.0.message(text);
+    }
+    fn done(&mut self) {
+        self.0.done();
+    }
+}
