@@ -113,7 +113,11 @@ fn row(b: &MetricSeries, v: &MetricSeries, c: Comparison) -> ComparisonRow {
     }
 }
 
-/// True when no row is inconclusive (adaptive repetition may stop).
-pub fn all_decisive(rows: &[ComparisonRow]) -> bool {
-    rows.iter().all(|r| r.verdict != Verdict::Inconclusive)
+/// True when no row that matters is inconclusive (adaptive repetition may
+/// stop). `decisive_metrics(workload)` names the metrics that matter for a
+/// workload label; None means all of them.
+pub fn all_decisive<'a>(rows: &[ComparisonRow], decisive_metrics: impl Fn(&str) -> Option<&'a [&'a str]>) -> bool {
+    rows.iter()
+        .filter(|r| decisive_metrics(&r.workload).is_none_or(|names| names.contains(&r.metric.as_str())))
+        .all(|r| r.verdict != Verdict::Inconclusive)
 }

@@ -1,5 +1,6 @@
 //! Command-line arguments and dispatch. Each subcommand lives in its own file.
 
+mod bisect;
 mod compare;
 mod inspect;
 mod iostat;
@@ -48,6 +49,8 @@ enum Command {
     Kconfig(inspect::KconfigArgs),
     /// Parse, summarize, compare and record iostat logs (from any machine).
     Iostat(iostat::IostatArgs),
+    /// Find which differing setting between a good and a bad variant carries a regression (ddmin).
+    BisectOptions(bisect::BisectArgs),
 }
 
 /// Run the chosen subcommand.
@@ -62,5 +65,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Doctor(args) => inspect::doctor_cmd(args),
         Command::Kconfig(args) => inspect::kconfig(args),
         Command::Iostat(args) => iostat::iostat(args),
+        Command::BisectOptions(args) => bisect::bisect(args),
     }
 }

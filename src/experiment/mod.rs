@@ -120,6 +120,18 @@ impl WorkloadConfig {
             WorkloadParams::Fio { .. } => "fio",
         }
     }
+
+    /// Metrics adaptive repetition waits on; None means every metric.
+    /// CPU-time side metrics (`user_s`, `sys_s`) and phase splits are
+    /// reported but rarely decisive, so they do not hold an experiment open.
+    pub fn decisive_metrics(&self) -> Option<&'static [&'static str]> {
+        match self.params {
+            WorkloadParams::Untar { .. } => Some(&["total_s"]),
+            WorkloadParams::Command { .. } => Some(&["wall_s"]),
+            WorkloadParams::Metadata { .. } => Some(&["create_files_per_s", "stat_files_per_s", "unlink_files_per_s"]),
+            WorkloadParams::Shell1 { .. } | WorkloadParams::Fio { .. } => None,
+        }
+    }
 }
 
 /// Where the untar workload's content list comes from.

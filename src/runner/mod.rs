@@ -139,7 +139,9 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
             break;
         }
         let rows = compare_series(&store.metric_series(experiment_id)?, &exp.baseline, &cfg);
-        if all_decisive(&rows) {
+        let decisive_metrics =
+            |label: &str| exp.workloads.iter().find(|w| w.label == label).and_then(|w| w.decisive_metrics());
+        if all_decisive(&rows, decisive_metrics) {
             observer.message(&format!("every comparison is decisive after {next_round} rounds"));
             break;
         }

@@ -51,7 +51,7 @@ impl Console {
             return "?".into();
         }
         let per_run = self.started.elapsed().as_secs_f64() / self.measured_runs as f64;
-        let left = per_run * (self.total - self.completed) as f64;
+        let left = per_run * self.total.saturating_sub(self.completed) as f64;
         humantime::format_duration(std::time::Duration::from_secs(left.round() as u64)).to_string()
     }
 }
@@ -64,7 +64,10 @@ impl Default for Console {
 
 impl Observer for Console {
     fn start(&mut self, planned: usize, _max: usize) {
+        // A Console may watch several experiments in turn (bisect-options).
         self.total = planned;
+        self.completed = 0;
+        self.measured_runs = 0;
         self.started = Instant::now();
         if std::io::stdout().is_terminal() {
             let bar = ProgressBar::new(planned as u64);
