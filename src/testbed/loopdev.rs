@@ -33,23 +33,30 @@ pub fn attach(image: &Path) -> Result<PathBuf> {
     Err(last_error.unwrap()).context(format!("attaching {} to a loop device", image.display()))
 }
 
-/// Detach a loop device, retrying while the kernel still holds it busy.
+/// Detach a loop device and wait until the kernel has really let go.
+///
+/// When something still holds the device open (a probe after mkfs, a
+/// failed mount's last reference), the kernel only marks it for detach on
+/// last close and `losetup -d` succeeds at once; so success is judged by
+/// the device having no backing file any more.
 pub fn detach(device: &Path) -> Result<()> {
     let dev = device.to_str().context("device path is not UTF-8")?;
     let mut last_error = None;
-    for attempt in 0..10u64 {
+    for attempt in 0..100u64 {
         if backing_file(device).is_none() {
             return Ok(());
         }
-        match run_tool("losetup", &["-d", dev]) {
-            Ok(_) => return Ok(()),
-            Err(e) => {
+        if attempt % 10 == 0 {
+            if let Err(e) = run_tool("losetup", &["-d", dev]) {
                 last_error = Some(e);
-                thread::sleep(Duration::from_millis(50 * (attempt + 1)));
             }
         }
+        thread::sleep(Duration::from_millis(50));
     }
-    Err(last_error.unwrap()).context(format!("detaching {dev}"))
+    match last_error {
+        Some(e) => Err(e).context(format!("detaching {dev}")),
+        None => bail!("{dev} is still attached 5 s after detaching (something holds it open)"),
+    }
 }
 
 /// The backing file of an attached loop device (None when not attached).
