@@ -69,5 +69,16 @@ pub fn print_comparison(store: &Store, id: i64, baseline: Option<&str>, theta: O
     };
     let text = if json { JsonRows.render(&report)? } else { Terminal.render(&report)? };
     print!("{text}");
+    if !json {
+        // Doctor findings recorded when the experiment started.
+        let environment: serde_json::Value = serde_json::from_str(&experiment.environment_json).unwrap_or_default();
+        let hostile = environment["doctor"]["hostile"].as_array().cloned().unwrap_or_default();
+        if !hostile.is_empty() {
+            println!("\nbenchmark-hostile findings when this experiment ran (`fslab doctor` for details):");
+            for line in hostile {
+                println!("  {}", line.as_str().unwrap_or_default());
+            }
+        }
+    }
     Ok(())
 }
