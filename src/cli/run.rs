@@ -34,6 +34,9 @@ pub struct RunArgs {
     /// Confirm that everything on --device may be destroyed.
     #[arg(long)]
     destroy_data: bool,
+    /// Scaled-down run of the same experiment: 2 repetitions, short durations, less data.
+    #[arg(long)]
+    quick: bool,
 }
 
 #[derive(Args, Debug)]
@@ -70,7 +73,10 @@ pub fn quickstart(args: QuickstartArgs) -> Result<ExitCode> {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    let exp = experiment::load(&args.file)?;
+    let mut exp = experiment::load(&args.file)?;
+    if args.quick {
+        experiment::make_quick(&mut exp);
+    }
     if args.dry_run {
         print!("{}", fslab::experiment::plan::describe(&exp));
         return Ok(ExitCode::SUCCESS);

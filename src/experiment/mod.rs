@@ -4,6 +4,7 @@
 //! been checked; errors name the file, line, column and key.
 
 pub mod plan;
+mod quick;
 pub mod spec;
 mod validate;
 
@@ -15,6 +16,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 pub use plan::{plan_rounds, PlannedRun};
+pub use quick::make_quick;
 pub use spec::{CachePolicy, Repetitions, RunOrder, Throttle};
 
 use crate::units::Bytes;
