@@ -120,6 +120,7 @@ impl WorkloadConfig {
             WorkloadParams::Shell1 { .. } => "shell1",
             WorkloadParams::Metadata { .. } => "metadata",
             WorkloadParams::Fio { .. } => "fio",
+            WorkloadParams::Filemix { .. } => "filemix",
         }
     }
 
@@ -132,6 +133,8 @@ impl WorkloadConfig {
             WorkloadParams::Command { .. } => Some(&["wall_s"]),
             WorkloadParams::Metadata { .. } => Some(&["create_files_per_s", "stat_files_per_s", "unlink_files_per_s"]),
             WorkloadParams::Shell1 { .. } | WorkloadParams::Fio { .. } => None,
+            // Only `filemix-<users>` metrics exist, all decisive.
+            WorkloadParams::Filemix { .. } => None,
         }
     }
 }
@@ -156,6 +159,10 @@ pub enum WorkloadParams {
     Metadata { files: u64, file_size: u64, dirs: u64, threads: u32, fsync: bool },
     /// fio with an inline job or a job file.
     Fio { job: FioJob },
+    /// reaim "disk"-style job mix: `users` concurrent users for `duration`,
+    /// job sequence drawn from `seed` (None: the experiment's seed), each
+    /// user's files totalling `working_set` bytes.
+    Filemix { users: Vec<u32>, duration: Duration, seed: Option<u64>, working_set: u64 },
 }
 
 /// Where a `fio` workload's job comes from.

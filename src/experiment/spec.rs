@@ -174,6 +174,13 @@ pub struct WorkloadTable {
     pub job: Option<Spanned<BTreeMap<String, toml::Value>>>,
     #[serde(default)]
     pub jobfile: Option<Spanned<String>>,
+    // filemix
+    #[serde(default)]
+    pub users: Option<Spanned<Vec<i64>>>,
+    #[serde(default)]
+    pub seed: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub working_set: Option<Spanned<Bytes>>,
 }
 
 impl WorkloadTable {
@@ -188,7 +195,7 @@ impl WorkloadTable {
         }
         collect!(
             profile, scale, list, compressibility, sync, command, prepare, cleanup, concurrency, duration, files, file_size, dirs,
-            threads, fsync, job, jobfile
+            threads, fsync, job, jobfile, users, seed, working_set
         );
         keys
     }

@@ -252,11 +252,12 @@ fn resolve_workload(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<
         "shell1" => &["concurrency", "duration"],
         "metadata" => &["files", "file_size", "dirs", "threads", "fsync"],
         "fio" => &["job", "jobfile"],
+        "filemix" => &["users", "duration", "seed", "working_set"],
         _ => {
             return Err(cx.err(
                 table.kind.span(),
                 "kind",
-                format!("unknown workload kind `{kind}` (untar, command, shell1, metadata, fio)"),
+                format!("unknown workload kind `{kind}` (untar, command, shell1, metadata, fio, filemix)"),
             ))
         }
     };
@@ -297,6 +298,7 @@ fn resolve_workload(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<
         "shell1" => resolve_shell1(cx, table)?,
         "metadata" => resolve_metadata(cx, table)?,
         "fio" => resolve_fio(cx, table, base_dir)?,
+        "filemix" => resolve_filemix(cx, table)?,
         _ => {
             let Some(command) = &table.command else {
                 return Err(cx.err(table.kind.span(), "command", "a `command` workload needs `command = \"...\"`"));
@@ -444,4 +446,53 @@ fn resolve_fio(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<Workl
         }
     };
     Ok(WorkloadParams::Fio { job })
+}
+
+/// Most concurrent users a `filemix` level may run.
+const MAX_USERS: i64 = 1024;
+/// Smallest and largest per-user `filemix` working set.
+const MIN_WORKING_SET: u64 = 64 << 10;
+const MAX_WORKING_SET: u64 = 1 << 30;
+
+fn resolve_filemix(cx: &Ctx, table: &WorkloadTable) -> Result<WorkloadParams> {
+    let users = match &table.users {
+        None => vec![1, 8],
+        Some(u) => {
+            let levels = u.get_ref();
+            if levels.is_empty() {
+                return Err(cx.err(u.span(), "users", "needs at least one level, e.g. [1, 8, 16]"));
+            }
+            let mut out: Vec<u32> = Vec::new();
+            for &level in levels {
+                if !(1..=MAX_USERS).contains(&level) {
+                    return Err(cx.err(u.span(), "users", format!("{level} is not between 1 and {MAX_USERS}")));
+                }
+                if out.contains(&(level as u32)) {
+                    return Err(cx.err(u.span(), "users", format!("{level} is listed twice")));
+                }
+                out.push(level as u32);
+            }
+            out
+        }
+    };
+    let duration = match &table.duration {
+        None => Duration::from_secs(60),
+        Some(d) if d.get_ref().0 < Duration::from_secs(1) => {
+            return Err(cx.err(d.span(), "duration", "must be at least 1s"));
+        }
+        Some(d) => d.get_ref().0,
+    };
+    let seed = match &table.seed {
+        None => None,
+        Some(s) if *s.get_ref() < 0 => return Err(cx.err(s.span(), "seed", "must not be negative")),
+        Some(s) => Some(*s.get_ref() as u64),
+    };
+    let working_set = match &table.working_set {
+        None => 1 << 20,
+        Some(w) if !(MIN_WORKING_SET..=MAX_WORKING_SET).contains(&w.get_ref().0) => {
+            return Err(cx.err(w.span(), "working_set", "must be between 64KiB and 1GiB (per user)"));
+        }
+        Some(w) => w.get_ref().0,
+    };
+    Ok(WorkloadParams::Filemix { users, duration, seed, working_set })
 }

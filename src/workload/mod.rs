@@ -6,6 +6,7 @@
 
 pub mod archive;
 pub mod command;
+pub mod filemix;
 pub mod fio;
 pub mod listing;
 pub mod metadata;
@@ -41,6 +42,9 @@ pub fn build(config: &WorkloadConfig, seed: u64) -> Result<Box<dyn Workload>> {
             fsync: *fsync,
         }),
         WorkloadParams::Fio { job } => Box::new(fio::Fio::new(job.clone())),
+        WorkloadParams::Filemix { users, duration, seed: own_seed, working_set } => {
+            Box::new(filemix::Filemix::new(users.clone(), *duration, own_seed.unwrap_or(seed), *working_set))
+        }
     })
 }
 
