@@ -24,6 +24,10 @@ pub fn make_quick(exp: &mut Experiment) {
                 concurrency.truncate(2);
                 *duration = (*duration).min(QUICK_DURATION);
             }
+            WorkloadParams::Filemix { users, duration, .. } => {
+                users.truncate(2);
+                *duration = (*duration).min(QUICK_DURATION);
+            }
             WorkloadParams::Metadata { files, dirs, .. } => {
                 *files = (*files).min(2000);
                 *dirs = (*dirs).min(*files);
