@@ -243,13 +243,13 @@ pub fn run_tool(program: &str, args: &[&str]) -> Result<String> {
         .output()
         .with_context(|| format!("running {program} (is it installed?)"))?;
     if !output.status.success() {
-        bail!(
-            "`{} {}` failed ({}): {}",
-            program,
-            args.join(" "),
-            output.status,
-            String::from_utf8_lossy(&output.stderr).trim()
-        );
+        // Tools like mkfs.xfs follow the real message with a long usage text.
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let mut message: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).take(4).collect();
+        if stderr.lines().filter(|l| !l.trim().is_empty()).count() > 4 {
+            message.push("…");
+        }
+        bail!("`{} {}` failed ({}): {}", program, args.join(" "), output.status, message.join("\n"));
     }
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
