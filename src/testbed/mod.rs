@@ -66,6 +66,9 @@ pub struct Testbed {
     torn_down: bool,
 }
 
+/// Writes the content of a read-only image into the staging directory it is given.
+pub type Populate<'a> = &'a mut dyn FnMut(&Path) -> Result<()>;
+
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// A name no other live testbed on this host has.
@@ -101,7 +104,7 @@ impl Testbed {
         variant: &VariantConfig,
         workdir: &Path,
         device: Option<&DeviceOptIn>,
-        populate: Option<&mut dyn FnMut(&Path) -> Result<()>>,
+        populate: Option<Populate<'_>>,
     ) -> Result<Testbed> {
         if let FsKind::Dir(dir) = &variant.fs {
             return Ok(Testbed::existing_dir(dir));
@@ -210,7 +213,7 @@ impl Testbed {
         variant: &VariantConfig,
         name: &str,
         device: Option<&DeviceOptIn>,
-        populate: Option<&mut dyn FnMut(&Path) -> Result<()>>,
+        populate: Option<Populate<'_>>,
     ) -> Result<()> {
         if device.is_some() {
             bail!("a {} testbed is an image file fslab builds; it cannot use --device", variant.fs);
