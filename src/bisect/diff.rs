@@ -229,6 +229,7 @@ mod tests {
             read_ahead_kb: None,
             scheduler: None,
             sysfs: vec![],
+            image: None,
         }
     }
 

@@ -56,6 +56,10 @@ pub enum FsKind {
     Xfs,
     Btrfs,
     Tmpfs,
+    /// A read-only squashfs image built from the workload's tree.
+    Squashfs,
+    /// A read-only erofs image built from the workload's tree.
+    Erofs,
     /// An existing directory: no provisioning, no throttling.
     Dir(PathBuf),
 }
@@ -68,13 +72,21 @@ impl FsKind {
             FsKind::Xfs => "xfs",
             FsKind::Btrfs => "btrfs",
             FsKind::Tmpfs => "tmpfs",
+            FsKind::Squashfs => "squashfs",
+            FsKind::Erofs => "erofs",
             FsKind::Dir(_) => "dir",
         }
     }
 
     /// Backed by an image on a loop device (or a user-named device).
     pub fn is_block(&self) -> bool {
-        matches!(self, FsKind::Ext4 | FsKind::Xfs | FsKind::Btrfs)
+        matches!(self, FsKind::Ext4 | FsKind::Xfs | FsKind::Btrfs | FsKind::Squashfs | FsKind::Erofs)
+    }
+
+    /// A read-only image packed from the workload's tree
+    /// ([`crate::workload::Workload::populate`]) before it is mounted.
+    pub fn is_read_only_image(&self) -> bool {
+        matches!(self, FsKind::Squashfs | FsKind::Erofs)
     }
 }
 
@@ -100,6 +112,25 @@ pub struct VariantConfig {
     pub scheduler: Option<String>,
     /// Filesystem sysfs tunables, values as written to sysfs.
     pub sysfs: Vec<(String, String)>,
+    /// How a read-only image is packed; None for writable filesystems.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub image: Option<ImageOptions>,
+}
+
+/// Packing options of a read-only image (squashfs, erofs), defaults applied.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ImageOptions {
+    /// `gzip`, `lzo`, `lz4`, `xz`, `zstd` (squashfs); `lz4`, `lz4hc`,
+    /// `lzma`, `deflate`, `libdeflate`, `zstd` (erofs); `none` for both.
+    pub compressor: String,
+    /// Compression level (squashfs gzip/zstd, erofs lz4hc/lzma/deflate/zstd).
+    pub level: Option<u32>,
+    /// squashfs data block size in bytes (`-b`).
+    pub block_size: Option<u64>,
+    /// squashfs fragment blocks; false adds `-no-fragments`.
+    pub fragments: bool,
+    /// erofs physical cluster size in bytes (`-C`).
+    pub pcluster_size: Option<u64>,
 }
 
 /// A workload with its kind-specific parameters checked.
@@ -121,6 +152,7 @@ impl WorkloadConfig {
             WorkloadParams::Metadata { .. } => "metadata",
             WorkloadParams::Fio { .. } => "fio",
             WorkloadParams::Filemix { .. } => "filemix",
+            WorkloadParams::Coldstart { .. } => "coldstart",
         }
     }
 
@@ -135,6 +167,8 @@ impl WorkloadConfig {
             WorkloadParams::Shell1 { .. } | WorkloadParams::Fio { .. } => None,
             // Only `filemix-<users>` metrics exist, all decisive.
             WorkloadParams::Filemix { .. } => None,
+            // Names carry the reader count (`coldstart-4/total_s`).
+            WorkloadParams::Coldstart { .. } => None,
         }
     }
 }
@@ -163,6 +197,8 @@ pub enum WorkloadParams {
     /// job sequence drawn from `seed` (None: the experiment's seed), each
     /// user's files totalling `working_set` bytes.
     Filemix { users: Vec<u32>, duration: Duration, seed: Option<u64>, working_set: u64 },
+    /// Library-loading cold start: `readers` processes mmap a /usr/lib-like tree.
+    Coldstart { files: u64, scale: f64, compressibility: f64, readers: Vec<u32> },
 }
 
 /// Where a `fio` workload's job comes from.

@@ -83,7 +83,26 @@ pub fn describe(exp: &Experiment) -> String {
     let _ = writeln!(out, "work directory: {}", exp.workdir.display());
     let _ = writeln!(out, "\nvariants:");
     for v in &exp.variants {
-        let _ = writeln!(out, "  {}: fs={} size={} mkfs={:?} mount={:?}", v.name, v.fs, v.size, v.mkfs, v.mount);
+        match &v.image {
+            // A read-only image is as large as its content; show how it is packed.
+            Some(i) => {
+                let mut packing = format!("compressor={}", i.compressor);
+                if let Some(level) = i.level {
+                    packing.push_str(&format!(" level={level}"));
+                }
+                if v.fs == super::FsKind::Squashfs {
+                    let block = crate::units::Bytes(i.block_size.unwrap_or(128 << 10));
+                    packing.push_str(&format!(" block_size={block} fragments={}", i.fragments));
+                }
+                if let Some(p) = i.pcluster_size {
+                    packing.push_str(&format!(" pcluster_size={}", crate::units::Bytes(p)));
+                }
+                let _ = writeln!(out, "  {}: fs={} {packing} mkfs={:?} mount={:?}", v.name, v.fs, v.mkfs, v.mount);
+            }
+            None => {
+                let _ = writeln!(out, "  {}: fs={} size={} mkfs={:?} mount={:?}", v.name, v.fs, v.size, v.mkfs, v.mount);
+            }
+        }
         let t = &v.throttle;
         if !t.is_empty() {
             let _ = writeln!(

@@ -28,6 +28,10 @@ pub fn make_quick(exp: &mut Experiment) {
                 users.truncate(2);
                 *duration = (*duration).min(QUICK_DURATION);
             }
+            WorkloadParams::Coldstart { files, readers, .. } => {
+                readers.truncate(2);
+                *files = (*files).min(60);
+            }
             WorkloadParams::Metadata { files, dirs, .. } => {
                 *files = (*files).min(2000);
                 *dirs = (*dirs).min(*files);

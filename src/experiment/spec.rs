@@ -90,6 +90,22 @@ pub struct VariantTable {
     /// Filesystem sysfs tunables by name (ext4 `mb_max_to_scan`, …).
     #[serde(default)]
     pub sysfs: Option<Spanned<BTreeMap<String, toml::Value>>>,
+    // read-only images (squashfs, erofs)
+    /// Image compressor (`gzip`, `zstd`, `lz4hc`, …, or `none`).
+    #[serde(default)]
+    pub compressor: Option<Spanned<String>>,
+    /// Compression level, where the compressor has one.
+    #[serde(default)]
+    pub level: Option<Spanned<i64>>,
+    /// squashfs data block size.
+    #[serde(default)]
+    pub block_size: Option<Spanned<Bytes>>,
+    /// squashfs fragment blocks (false → `-no-fragments`).
+    #[serde(default)]
+    pub fragments: Option<Spanned<bool>>,
+    /// erofs physical cluster size (`mkfs.erofs -C`).
+    #[serde(default)]
+    pub pcluster_size: Option<Spanned<Bytes>>,
 }
 
 /// Block-cgroup throttle limits; bandwidths per second, IOPS per second.
@@ -181,6 +197,9 @@ pub struct WorkloadTable {
     pub seed: Option<Spanned<i64>>,
     #[serde(default)]
     pub working_set: Option<Spanned<Bytes>>,
+    // coldstart
+    #[serde(default)]
+    pub readers: Option<Spanned<Vec<i64>>>,
 }
 
 impl WorkloadTable {
@@ -197,6 +216,9 @@ impl WorkloadTable {
             profile, scale, list, compressibility, sync, command, prepare, cleanup, concurrency, duration, files, file_size, dirs,
             threads, fsync, job, jobfile, users, seed, working_set
         );
+        if let Some(v) = &self.readers {
+            keys.push(("readers", v.span()));
+        }
         keys
     }
 }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use toml::Spanned;
 
 use super::spec::{ExperimentFile, Repetitions, VariantTable, WorkloadTable};
-use super::{Experiment, FioJob, FsKind, UntarSource, VariantConfig, WorkloadConfig, WorkloadParams, DEFAULT_WORKDIR, UNTAR_PROFILES};
+use super::{Experiment, FioJob, FsKind, ImageOptions, UntarSource, VariantConfig, WorkloadConfig, WorkloadParams, DEFAULT_WORKDIR, UNTAR_PROFILES};
 use crate::units::Bytes;
 
 /// `:line:column` for a byte offset in `text`.
@@ -106,6 +106,7 @@ pub(super) fn resolve(file: ExperimentFile, text: &str, origin: &str, path: Opti
         }
         workloads.push(workload);
     }
+    check_read_only_workloads(&cx, &variants, &file.workload, &workloads)?;
     let baseline = match &file.baseline {
         None => variants[0].name.clone(),
         Some(b) => {
@@ -164,6 +165,13 @@ fn resolve_variant(cx: &Ctx, table: &VariantTable, defaults: &VariantTable) -> R
     let scheduler = table.scheduler.as_ref().or(defaults.scheduler.as_ref());
     let sysfs = table.sysfs.as_ref().or(defaults.sysfs.as_ref());
 
+    let image = resolve_image(cx, &fs, table, defaults)?;
+    if let Some(s) = size.filter(|_| fs.is_read_only_image()) {
+        return Err(cx.err(s.span(), "size", format!("cannot be used with fs = \"{fs}\" (the image is as large as its content)")));
+    }
+    if let Some(m) = mount.filter(|_| fs.is_read_only_image()) {
+        check_read_only_mount(cx, &fs, m)?;
+    }
     if let Some(s) = size {
         if s.get_ref().0 < 16 << 20 {
             return Err(cx.err(s.span(), "size", "must be at least 16MiB"));
@@ -220,7 +228,140 @@ fn resolve_variant(cx: &Ctx, table: &VariantTable, defaults: &VariantTable) -> R
         read_ahead_kb,
         scheduler: scheduler.map(|s| s.get_ref().clone()),
         sysfs: sysfs_pairs,
+        image,
     })
+}
+
+const SQUASHFS_COMPRESSORS: &[&str] = &["gzip", "lzo", "lz4", "xz", "zstd", "none"];
+const EROFS_COMPRESSORS: &[&str] = &["lz4", "lz4hc", "lzma", "deflate", "libdeflate", "zstd", "none"];
+
+/// Levels each compressor accepts; absent means it takes no level.
+fn level_range(fs: &FsKind, compressor: &str) -> Option<std::ops::RangeInclusive<i64>> {
+    match (fs, compressor) {
+        (FsKind::Squashfs, "gzip") => Some(1..=9),
+        (FsKind::Squashfs, "zstd") | (FsKind::Erofs, "zstd") => Some(1..=22),
+        (FsKind::Erofs, "lz4hc") | (FsKind::Erofs, "libdeflate") => Some(0..=12),
+        (FsKind::Erofs, "lzma") | (FsKind::Erofs, "deflate") => Some(0..=9),
+        _ => None,
+    }
+}
+
+/// The image keys (`compressor`, `level`, `block_size`, `fragments`,
+/// `pcluster_size`): only on squashfs/erofs, each only where that format has it.
+fn resolve_image(cx: &Ctx, fs: &FsKind, table: &VariantTable, defaults: &VariantTable) -> Result<Option<ImageOptions>> {
+    let compressor = table.compressor.as_ref().or(defaults.compressor.as_ref());
+    let level = table.level.as_ref().or(defaults.level.as_ref());
+    let block_size = table.block_size.as_ref().or(defaults.block_size.as_ref());
+    let fragments = table.fragments.as_ref().or(defaults.fragments.as_ref());
+    let pcluster = table.pcluster_size.as_ref().or(defaults.pcluster_size.as_ref());
+    let keys = [
+        ("compressor", compressor.map(Spanned::span)),
+        ("level", level.map(Spanned::span)),
+        ("block_size", block_size.map(Spanned::span)),
+        ("fragments", fragments.map(Spanned::span)),
+        ("pcluster_size", pcluster.map(Spanned::span)),
+    ];
+    let only_for = |key: &str| match key {
+        "block_size" | "fragments" => Some(FsKind::Squashfs),
+        "pcluster_size" => Some(FsKind::Erofs),
+        _ => None,
+    };
+    for (key, span) in keys {
+        let Some(span) = span else { continue };
+        if !fs.is_read_only_image() {
+            return Err(cx.err(span, key, format!("is a read-only image setting (squashfs, erofs), not one of fs = \"{fs}\"")));
+        }
+        if let Some(owner) = only_for(key).filter(|owner| owner != fs) {
+            return Err(cx.err(span, key, format!("is a {owner} setting, not one of fs = \"{fs}\"")));
+        }
+    }
+    if !fs.is_read_only_image() {
+        return Ok(None);
+    }
+    // Defaults are the tools' own: mksquashfs gzip, mkfs.erofs uncompressed.
+    let (allowed, default) = if *fs == FsKind::Squashfs { (SQUASHFS_COMPRESSORS, "gzip") } else { (EROFS_COMPRESSORS, "none") };
+    let compressor_name = match compressor {
+        None => default.to_string(),
+        Some(c) if allowed.contains(&c.get_ref().as_str()) => c.get_ref().clone(),
+        Some(c) => {
+            return Err(cx.err(c.span(), "compressor", format!("unknown {fs} compressor `{}` (one of {})", c.get_ref(), allowed.join(", "))))
+        }
+    };
+    let level = match level {
+        None => None,
+        Some(l) => match level_range(fs, &compressor_name) {
+            Some(range) if range.contains(l.get_ref()) => Some(*l.get_ref() as u32),
+            Some(range) => {
+                return Err(cx.err(
+                    l.span(),
+                    "level",
+                    format!("{fs} {compressor_name} takes a level from {} to {}", range.start(), range.end()),
+                ))
+            }
+            None => return Err(cx.err(l.span(), "level", format!("{fs} compressor `{compressor_name}` takes no level"))),
+        },
+    };
+    let block_size = match block_size {
+        None => None,
+        Some(b) if b.get_ref().0.is_power_of_two() && (4096..=1 << 20).contains(&b.get_ref().0) => Some(b.get_ref().0),
+        Some(b) => return Err(cx.err(b.span(), "block_size", "must be a power of two from 4KiB to 1MiB")),
+    };
+    let pcluster_size = match pcluster {
+        None => None,
+        Some(p) if compressor_name == "none" => {
+            return Err(cx.err(p.span(), "pcluster_size", "needs a `compressor` (an uncompressed erofs has no clusters)"))
+        }
+        Some(p) if p.get_ref().0 % 4096 == 0 && (4096..=1 << 20).contains(&p.get_ref().0) => Some(p.get_ref().0),
+        Some(p) => return Err(cx.err(p.span(), "pcluster_size", "must be a multiple of 4KiB from 4KiB to 1MiB")),
+    };
+    Ok(Some(ImageOptions {
+        compressor: compressor_name,
+        level,
+        block_size,
+        fragments: fragments.is_none_or(|f| *f.get_ref()),
+        pcluster_size,
+    }))
+}
+
+/// Read-only images are mounted `ro`; `rw` cannot work, and squashfs's
+/// `threads=` takes the decompressor modes the kernel knows.
+fn check_read_only_mount(cx: &Ctx, fs: &FsKind, mount: &Spanned<String>) -> Result<()> {
+    for option in mount.get_ref().split(',').filter(|o| !o.is_empty()) {
+        if option == "rw" {
+            return Err(cx.err(mount.span(), "mount", format!("`rw`: a {fs} image is read-only")));
+        }
+        if let (FsKind::Squashfs, Some(threads)) = (fs, option.strip_prefix("threads=")) {
+            let ok = ["single", "multi", "percpu"].contains(&threads) || threads.parse::<u32>().is_ok_and(|n| n >= 1);
+            if !ok {
+                return Err(cx.err(mount.span(), "mount", format!("`{option}`: squashfs threads= takes single, multi, percpu or a number")));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Workload kinds that can write the content of a read-only image.
+const READ_ONLY_KINDS: &[&str] = &["coldstart"];
+
+/// A read-only image variant can only run workloads that supply its content.
+fn check_read_only_workloads(cx: &Ctx, variants: &[VariantConfig], tables: &[WorkloadTable], workloads: &[WorkloadConfig]) -> Result<()> {
+    let Some(variant) = variants.iter().find(|v| v.fs.is_read_only_image()) else { return Ok(()) };
+    for (table, workload) in tables.iter().zip(workloads) {
+        if !READ_ONLY_KINDS.contains(&workload.kind()) {
+            return Err(cx.err(
+                table.kind.span(),
+                "kind",
+                format!(
+                    "`{}` cannot run on read-only image variants (variant `{}` is {}); those run {}",
+                    workload.kind(),
+                    variant.name,
+                    variant.fs,
+                    READ_ONLY_KINDS.join(", ")
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn parse_fs(cx: &Ctx, fs: &Spanned<String>) -> Result<FsKind> {
@@ -230,6 +371,8 @@ fn parse_fs(cx: &Ctx, fs: &Spanned<String>) -> Result<FsKind> {
         "xfs" => FsKind::Xfs,
         "btrfs" => FsKind::Btrfs,
         "tmpfs" => FsKind::Tmpfs,
+        "squashfs" => FsKind::Squashfs,
+        "erofs" => FsKind::Erofs,
         _ => {
             if let Some(dir) = value.strip_prefix("dir:") {
                 let dir = PathBuf::from(dir);
@@ -238,7 +381,7 @@ fn parse_fs(cx: &Ctx, fs: &Spanned<String>) -> Result<FsKind> {
                 }
                 FsKind::Dir(dir)
             } else {
-                return Err(cx.err(fs.span(), "fs", format!("unknown filesystem `{value}` (ext4, xfs, btrfs, tmpfs or dir:/path)")));
+                return Err(cx.err(fs.span(), "fs", format!("unknown filesystem `{value}` (ext4, xfs, btrfs, tmpfs, squashfs, erofs or dir:/path)")));
             }
         }
     })
@@ -253,11 +396,12 @@ fn resolve_workload(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<
         "metadata" => &["files", "file_size", "dirs", "threads", "fsync"],
         "fio" => &["job", "jobfile"],
         "filemix" => &["users", "duration", "seed", "working_set"],
+        "coldstart" => &["files", "scale", "compressibility", "readers"],
         _ => {
             return Err(cx.err(
                 table.kind.span(),
                 "kind",
-                format!("unknown workload kind `{kind}` (untar, command, shell1, metadata, fio, filemix)"),
+                format!("unknown workload kind `{kind}` (untar, command, shell1, metadata, fio, filemix, coldstart)"),
             ))
         }
     };
@@ -299,6 +443,7 @@ fn resolve_workload(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<
         "metadata" => resolve_metadata(cx, table)?,
         "fio" => resolve_fio(cx, table, base_dir)?,
         "filemix" => resolve_filemix(cx, table)?,
+        "coldstart" => resolve_coldstart(cx, table)?,
         _ => {
             let Some(command) = &table.command else {
                 return Err(cx.err(table.kind.span(), "command", "a `command` workload needs `command = \"...\"`"));
@@ -495,4 +640,41 @@ fn resolve_filemix(cx: &Ctx, table: &WorkloadTable) -> Result<WorkloadParams> {
         Some(w) => w.get_ref().0,
     };
     Ok(WorkloadParams::Filemix { users, duration, seed, working_set })
+}
+fn resolve_coldstart(cx: &Ctx, table: &WorkloadTable) -> Result<WorkloadParams> {
+    let files = match &table.files {
+        None => 300,
+        Some(f) if (1..=100_000).contains(f.get_ref()) => *f.get_ref() as u64,
+        Some(f) => return Err(cx.err(f.span(), "files", "must be between 1 and 100000")),
+    };
+    let scale = match &table.scale {
+        None => 1.0,
+        Some(s) if *s.get_ref() > 0.0 && *s.get_ref() <= 1.0 => *s.get_ref(),
+        Some(s) => return Err(cx.err(s.span(), "scale", "must be greater than 0 and at most 1")),
+    };
+    let compressibility = match &table.compressibility {
+        None => 0.6,
+        Some(c) if (0.0..=1.0).contains(c.get_ref()) => *c.get_ref(),
+        Some(c) => return Err(cx.err(c.span(), "compressibility", "must be between 0 and 1")),
+    };
+    let readers = match &table.readers {
+        None => vec![1, 2, 4],
+        Some(r) => {
+            if r.get_ref().is_empty() {
+                return Err(cx.err(r.span(), "readers", "needs at least one level, e.g. [1, 2, 4]"));
+            }
+            let mut out: Vec<u32> = Vec::new();
+            for &level in r.get_ref() {
+                if !(1..=MAX_CONCURRENCY).contains(&level) {
+                    return Err(cx.err(r.span(), "readers", format!("{level} is not between 1 and {MAX_CONCURRENCY}")));
+                }
+                if out.contains(&(level as u32)) {
+                    return Err(cx.err(r.span(), "readers", format!("{level} is listed twice")));
+                }
+                out.push(level as u32);
+            }
+            out
+        }
+    };
+    Ok(WorkloadParams::Coldstart { files, scale, compressibility, readers })
 }

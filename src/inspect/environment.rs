@@ -36,6 +36,13 @@ pub struct Environment {
     pub kernel_config_source: Option<String>,
     /// RFC 3339 UTC time of capture.
     pub captured_at: String,
+    /// The running kernel's squashfs decompressor and file-cache choices
+    /// (`CONFIG_SQUASHFS`, `CONFIG_SQUASHFS_DECOMP_*`,
+    /// `CONFIG_SQUASHFS_COMPILE_DECOMP_*`, `CONFIG_SQUASHFS_FILE_*`,
+    /// `CONFIG_SQUASHFS_CHOICE_DECOMP_BY_MOUNT`) → `y`/`m`/`n`; empty when
+    /// the kernel config cannot be read.
+    #[serde(default)]
+    pub squashfs_config: BTreeMap<String, String>,
 }
 
 /// Value recorded in [`Environment::tools`] for a missing program.
@@ -80,8 +87,25 @@ pub fn capture() -> Environment {
             .collect(),
         kernel_config_source,
         captured_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        squashfs_config: super::kconfig::KernelConfig::load_running().map(|c| squashfs_config(&c)).unwrap_or_default(),
         kernel_release,
     }
+}
+
+/// The squashfs options of `config` that decide decompression and file
+/// caching (the knobs of the SQUASHFS_DECOMP_SINGLE readahead regression).
+pub fn squashfs_config(config: &super::kconfig::KernelConfig) -> BTreeMap<String, String> {
+    const PREFIXES: &[&str] = &["SQUASHFS_DECOMP_", "SQUASHFS_COMPILE_DECOMP_", "SQUASHFS_FILE_"];
+    config
+        .options
+        .iter()
+        .filter(|(name, _)| {
+            name.as_str() == "SQUASHFS"
+                || name.as_str() == "SQUASHFS_CHOICE_DECOMP_BY_MOUNT"
+                || PREFIXES.iter().any(|p| name.starts_with(p))
+        })
+        .map(|(name, value)| (format!("CONFIG_{name}"), value.as_plain().to_string()))
+        .collect()
 }
 
 /// Where the config of the kernel with release `release` can be read:

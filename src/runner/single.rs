@@ -52,7 +52,9 @@ fn measure(
     opts: &RunOptions,
     record: &mut RunRecord,
 ) -> Result<()> {
-    let mut bed = Testbed::provision(variant, &exp.workdir, opts.device.as_ref())
+    // Read-only images are packed from the tree the workload writes here.
+    let mut populate = |dir: &std::path::Path| workload.populate(dir);
+    let mut bed = Testbed::provision_with(variant, &exp.workdir, opts.device.as_ref(), Some(&mut populate))
         .with_context(|| format!("provisioning variant `{}`", variant.name))?;
     record.mount = bed.mount_facts.clone();
     record.geometry = bed.geometry();
@@ -77,6 +79,7 @@ fn measure(
     let torn_down = bed.teardown();
     let (metrics, data) = measured?;
     record.metrics = metrics;
+    record.metrics.extend(bed.metrics.iter().cloned());
     record.monitor = Some(data);
     cleaned?;
     torn_down

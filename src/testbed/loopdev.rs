@@ -12,10 +12,21 @@ use crate::workload::process::run_tool;
 /// cache does not hide the device's speed), retrying when another process
 /// grabs the same free device between lookup and setup.
 pub fn attach(image: &Path) -> Result<PathBuf> {
+    attach_with(image, false)
+}
+
+/// [`attach`], read-only when `read_only` (`losetup --read-only`): for the
+/// images of read-only filesystems, so nothing can write to them.
+pub fn attach_with(image: &Path, read_only: bool) -> Result<PathBuf> {
     let image_str = image.to_str().context("image path is not UTF-8")?;
+    let mut args = vec!["--find", "--show", "--direct-io=on"];
+    if read_only {
+        args.push("--read-only");
+    }
+    args.push(image_str);
     let mut last_error = None;
     for attempt in 0..20u64 {
-        match run_tool("losetup", &["--find", "--show", "--direct-io=on", image_str]) {
+        match run_tool("losetup", &args) {
             Ok(out) => {
                 let dev = out.trim();
                 if dev.starts_with("/dev/loop") {

@@ -9,6 +9,7 @@
 pub mod cgroup;
 pub mod cleanup;
 pub mod device;
+pub mod image;
 pub mod loopdev;
 pub mod mount;
 pub mod tuning;
@@ -21,6 +22,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 
 use crate::experiment::{FsKind, VariantConfig};
+use crate::metric::Metric;
 use crate::record::MountFacts;
 use crate::workload::process::run_tool;
 use device::DevNum;
@@ -52,11 +54,20 @@ pub struct Testbed {
     pub mount_facts: Option<MountFacts>,
     /// Queue settings in effect after tuning.
     pub queue: Vec<(String, String)>,
+    /// Read-only images: the tree the image was packed from (removed with
+    /// the testbed).
+    pub staging: Option<PathBuf>,
+    /// Metrics of provisioning itself (read-only images: `image_build_s`,
+    /// `image_size_mb`, `image_ratio`), stored with the run's metrics.
+    pub metrics: Vec<Metric>,
     loop_attached: bool,
     mounted: bool,
     owns_dir: bool,
     torn_down: bool,
 }
+
+/// Writes the content of a read-only image into the staging directory it is given.
+pub type Populate<'a> = &'a mut dyn FnMut(&Path) -> Result<()>;
 
 static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
@@ -82,6 +93,19 @@ impl Testbed {
     /// On any error, whatever was already created is torn down before the
     /// error is returned.
     pub fn provision(variant: &VariantConfig, workdir: &Path, device: Option<&DeviceOptIn>) -> Result<Testbed> {
+        Testbed::provision_with(variant, workdir, device, None)
+    }
+
+    /// [`provision`](Self::provision), with `populate` writing the content
+    /// of a read-only image (squashfs, erofs) into an empty staging
+    /// directory before the image is packed. Writable filesystems never call
+    /// it; read-only images fail without it.
+    pub fn provision_with(
+        variant: &VariantConfig,
+        workdir: &Path,
+        device: Option<&DeviceOptIn>,
+        populate: Option<Populate<'_>>,
+    ) -> Result<Testbed> {
         if let FsKind::Dir(dir) = &variant.fs {
             return Ok(Testbed::existing_dir(dir));
         }
@@ -100,12 +124,19 @@ impl Testbed {
             throttle: None,
             mount_facts: None,
             queue: Vec::new(),
+            staging: None,
+            metrics: Vec::new(),
             loop_attached: false,
             mounted: false,
             owns_dir: true,
             torn_down: false,
         };
-        match bed.build(variant, &name, device) {
+        let built = if variant.fs.is_read_only_image() {
+            bed.build_image(variant, &name, device, populate)
+        } else {
+            bed.build(variant, &name, device)
+        };
+        match built {
             Ok(()) => Ok(bed),
             Err(e) => {
                 if let Err(te) = bed.teardown() {
@@ -127,6 +158,8 @@ impl Testbed {
             throttle: None,
             mount_facts: None,
             queue: Vec::new(),
+            staging: None,
+            metrics: Vec::new(),
             loop_attached: false,
             mounted: false,
             owns_dir: false,
@@ -169,7 +202,57 @@ impl Testbed {
         mount::mount(variant.fs.fstype(), dev_str, &self.mountpoint, &variant.mount)?;
         self.mounted = true;
         self.read_back(&variant.mount)?;
+        self.tune(variant, name, &dev, &kernel_name)
+    }
 
+    /// Read-only image: populate a staging tree, pack it, attach the image
+    /// read-only, mount it `ro`, then the same queue settings and throttle
+    /// as any block testbed.
+    fn build_image(
+        &mut self,
+        variant: &VariantConfig,
+        name: &str,
+        device: Option<&DeviceOptIn>,
+        populate: Option<Populate<'_>>,
+    ) -> Result<()> {
+        if device.is_some() {
+            bail!("a {} testbed is an image file fslab builds; it cannot use --device", variant.fs);
+        }
+        let Some(populate) = populate else {
+            bail!("a {} testbed is packed from a workload's files, and none was given", variant.fs);
+        };
+        let options = variant.image.clone().with_context(|| format!("variant `{}` has no image options", variant.name))?;
+        fs::create_dir(&self.mountpoint).with_context(|| format!("creating {}", self.mountpoint.display()))?;
+        let staging = self.dir.join("staging");
+        fs::create_dir(&staging).with_context(|| format!("creating {}", staging.display()))?;
+        self.staging = Some(staging.clone());
+        populate(&staging).context("writing the image content")?;
+        let image = self.dir.join(format!("{name}.img"));
+        self.image = Some(image.clone());
+        let built = image::build(&variant.fs, &options, &variant.mkfs, &staging, &image)?;
+        self.metrics = built.metrics();
+
+        let dev = loopdev::attach_with(&image, true)?;
+        self.loop_attached = true;
+        self.device = Some(dev.clone());
+        let kernel_name = device::kernel_name(&dev)?;
+        self.device_name = Some(kernel_name.clone());
+        let dev_str = dev.to_str().context("device path is not UTF-8")?;
+        let requested = join_options("ro", &variant.mount);
+        if let Err(e) = mount::mount(variant.fs.fstype(), dev_str, &self.mountpoint, &requested) {
+            return Err(match squashfs_threads_hint(variant) {
+                Some(hint) => e.context(hint),
+                None => e,
+            });
+        }
+        self.mounted = true;
+        self.read_back(&requested)?;
+        self.tune(variant, name, &dev, &kernel_name)
+    }
+
+    /// Queue settings, sysfs tunables and throttling of a mounted block testbed.
+    fn tune(&mut self, variant: &VariantConfig, name: &str, dev: &Path, kernel_name: &str) -> Result<()> {
+        let kernel_name = kernel_name.to_string();
         if let Some(kb) = variant.read_ahead_kb {
             tuning::set_read_ahead_kb(&kernel_name, kb)?;
         }
@@ -185,7 +268,7 @@ impl Testbed {
             let Some(flavor) = cgroup::detect() else {
                 bail!("throttling needs the block cgroup (v1 blkio or v2 io controller), and this host has neither");
             };
-            let devnum = DevNum::of(&dev)?;
+            let devnum = DevNum::of(dev)?;
             self.throttle = Some(cgroup::ThrottleGroup::create(flavor, name, devnum, variant.throttle)?);
         }
         Ok(())
@@ -218,6 +301,11 @@ impl Testbed {
     /// Filesystem geometry text for the record (empty for tmpfs and dir).
     pub fn geometry(&self) -> Option<String> {
         let device = self.device.as_ref()?;
+        if self.fstype == "squashfs" {
+            // The superblock summary: compressor, block size, fragments, counts.
+            let image = self.image.as_ref()?.to_str()?;
+            return run_tool("unsquashfs", &["-s", image]).ok().filter(|g| !g.is_empty());
+        }
         crate::inspect::environment::geometry(&self.fstype, device).ok().filter(|g| !g.is_empty())
     }
 
@@ -294,4 +382,18 @@ fn join_options(first: &str, rest: &str) -> String {
     } else {
         format!("{first},{rest}")
     }
+}
+
+/// Why a squashfs mount with `threads=` may have failed: the kernel only
+/// takes the option when built with SQUASHFS_CHOICE_DECOMP_BY_MOUNT (6.2+).
+fn squashfs_threads_hint(variant: &VariantConfig) -> Option<String> {
+    if variant.fs != FsKind::Squashfs || !variant.mount.split(',').any(|o| o.starts_with("threads=")) {
+        return None;
+    }
+    let config = crate::inspect::kconfig::KernelConfig::load_running().ok()?;
+    (!config.is_enabled("SQUASHFS_CHOICE_DECOMP_BY_MOUNT")).then(|| {
+        "squashfs `threads=` needs a kernel with CONFIG_SQUASHFS_CHOICE_DECOMP_BY_MOUNT=y (Linux 6.2+); \
+         the running kernel's decompressor is fixed at build time"
+            .to_string()
+    })
 }

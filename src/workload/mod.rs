@@ -5,6 +5,7 @@
 //! its measured part, and returns named [`Metric`]s.
 
 pub mod archive;
+pub mod coldstart;
 pub mod command;
 pub mod filemix;
 pub mod fio;
@@ -16,7 +17,7 @@ pub mod untar;
 
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 
 use crate::experiment::{WorkloadConfig, WorkloadParams};
 use crate::metric::Metric;
@@ -45,6 +46,14 @@ pub fn build(config: &WorkloadConfig, seed: u64) -> Result<Box<dyn Workload>> {
         WorkloadParams::Filemix { users, duration, seed: own_seed, working_set } => {
             Box::new(filemix::Filemix::new(users.clone(), *duration, own_seed.unwrap_or(seed), *working_set))
         }
+        WorkloadParams::Coldstart { files, scale, compressibility, readers } => Box::new(coldstart::Coldstart::new(
+            *files,
+            *scale,
+            *compressibility,
+            readers.clone(),
+            config.cache == crate::experiment::CachePolicy::Cold,
+            seed,
+        )),
     })
 }
 
@@ -70,6 +79,15 @@ pub trait Workload: Send {
     /// after a cold-cache drop, so that only the testbed starts cold.
     fn warm_inputs(&mut self) -> Result<()> {
         Ok(())
+    }
+
+    /// Write the content of a read-only image testbed (squashfs, erofs) into
+    /// the empty staging directory `dir`, before the image is built from it.
+    /// Called after [`prepare_inputs`](Self::prepare_inputs), outside every
+    /// measured region. Workloads that need a writable testbed keep the
+    /// default, which refuses.
+    fn populate(&mut self, _dir: &Path) -> Result<()> {
+        bail!("workload `{}` cannot run on a read-only image testbed", self.kind())
     }
 
     /// The measured part. Returns the workload's metrics.

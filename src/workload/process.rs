@@ -92,6 +92,12 @@ impl RunContext {
         self.deadline
     }
 
+    /// `cgroup.procs` of the testbed's cgroup, for workloads that start
+    /// their own processes without [`Command`] (e.g. fork without exec).
+    pub fn cgroup_procs(&self) -> Option<&Path> {
+        self.cgroup_procs.as_deref()
+    }
+
     /// A command for `program`, run in the testbed directory.
     pub fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
         let mut cmd = Command::new(program);
