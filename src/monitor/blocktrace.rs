@@ -74,6 +74,10 @@ pub struct BlockTraceSummary {
     /// Completions with no matching issue (issued before the trace started, or lost).
     #[serde(default)]
     pub unmatched_completions: u64,
+    /// Events of other devices that reached the reader (the kernel-side
+    /// filter should keep this at 0); they are not counted anywhere else.
+    #[serde(default)]
+    pub other_device_events: u64,
     #[serde(default)]
     pub read: DirectionStats,
     #[serde(default)]
@@ -607,6 +611,7 @@ impl Accumulator {
             total_events: self.total,
             lost_events: 0,
             unmatched_completions: self.unmatched,
+            other_device_events: self.other_devices,
             read: self.read.stats(),
             write: self.write.stats(),
             discards: self.discards,
@@ -743,6 +748,16 @@ fn read_file(path: &Path) -> Result<String> {
     fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))
 }
 
+/// Reads a file with a single `read`: `header_page` returns EOF for any
+/// read at a non-zero offset, so a chunked read would truncate it.
+fn read_in_one_call(path: &Path) -> Result<String> {
+    let mut f = File::open(path).with_context(|| format!("opening {}", path.display()))?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let n = f.read(&mut buf).with_context(|| format!("reading {}", path.display()))?;
+    buf.truncate(n);
+    String::from_utf8(buf).with_context(|| format!("{} is not UTF-8", path.display()))
+}
+
 /// CLOCK_MONOTONIC in ns: the instance's `mono` trace clock.
 fn mono_ns() -> u64 {
     let mut t = libc::timespec { tv_sec: 0, tv_nsec: 0 };
@@ -822,7 +837,7 @@ impl BlockTracer {
             parse_format(&read_file(&inst.join("events/block/block_rq_complete/format"))?, "block_rq_complete/format")?;
         let decoder = BlockDecoder::new(&issue, &complete)?;
         let header_path = inst.join("events/header_page");
-        let layout = PageLayout::parse(&read_file(&header_path)?, "events/header_page")?;
+        let layout = PageLayout::parse(&read_in_one_call(&header_path)?, "events/header_page")?;
         let page_size = match read_file(&inst.join("buffer_subbuf_size_kb")) {
             Ok(kb) => kb.trim().parse::<usize>().map(|kb| kb * 1024).unwrap_or(4096),
             // Older kernels: one page of data plus header.
