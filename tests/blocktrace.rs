@@ -213,3 +213,58 @@ fn trace_instance_is_removed_on_panic() {
     let instance = seen.into_inner().unwrap().unwrap();
     assert!(!instance.exists(), "{} survived the panic", instance.display());
 }
+
+#[test]
+fn runner_stores_blocktrace_and_fs_snapshots_as_extras() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let _g = REAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = common::workdir("fslab-bt-run");
+    let text = format!(
+        "name = \"bt\"\nrepetitions = 1\nworkdir = \"{}\"\n\
+         [[variant]]\nname = \"e\"\nfs = \"ext4\"\nsize = \"128MiB\"\n\
+         [[workload]]\nkind = \"command\"\ncommand = 'dd if=/dev/zero of=f bs=64k count=64 oflag=direct 2>/dev/null && sync'\n",
+        dir.path().join("work").display()
+    );
+    let exp = experiment::parse(&text, None).unwrap();
+    let mut store = fslab::store::Store::open(&dir.path().join("r.db")).unwrap();
+    let summary =
+        fslab::runner::run(&exp, &mut store, &fslab::runner::RunOptions::default(), &mut fslab::runner::Silent)
+            .unwrap();
+    assert_eq!(summary.runs_ok, 1);
+    let runs = store.runs(summary.experiment_id).unwrap();
+    let extras = store.run_extras(runs[0].id).unwrap();
+    let kinds: Vec<&str> = extras.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(kinds, ["blocktrace", "fs_before", "fs_after", "fs_delta"], "{extras:?}");
+    let bt: fslab::monitor::blocktrace::BlockTraceSummary = serde_json::from_value(extras[0].1.clone()).unwrap();
+    assert!(bt.enabled, "{bt:?}");
+    assert!(bt.write.requests >= 64, "{bt:?}");
+    assert_eq!(extras[1].1["fstype"], "ext4");
+    assert_eq!(extras[3].1["data"]["kind"], "ext4");
+    assert!(fslab::monitor::blocktrace::marker_instances().is_empty());
+}
+
+#[test]
+fn cleanup_removes_stale_trace_instances_only() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let _g = REAL.lock().unwrap_or_else(|e| e.into_inner());
+    let work = common::workdir("fslab-bt-test");
+    let mut bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\""), work.path(), None).unwrap();
+    let tracer = BlockTracer::start(&bed.device.clone().unwrap()).unwrap();
+    let mine = tracer.instance_dir().to_path_buf();
+    // A leftover of a process that no longer exists (above any pid_max).
+    let stale = mine.parent().unwrap().join("fslab-tb-999999999-bt0");
+    std::fs::create_dir(&stale).unwrap();
+    let report = fslab::testbed::cleanup::cleanup(&[], false);
+    let stale_gone = !stale.exists();
+    let mine_kept = mine.exists();
+    let s = tracer.stop();
+    bed.teardown().unwrap();
+    assert!(stale_gone, "{report:?}");
+    assert!(mine_kept, "{report:?}");
+    assert!(report.in_use.iter().any(|l| l.contains(&*mine.to_string_lossy())), "{report:?}");
+    assert!(s.enabled);
+}
