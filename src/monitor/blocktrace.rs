@@ -186,7 +186,7 @@ impl EventFormat {
 /// Parses a tracefs `format` file; `label` names it in errors.
 ///
 /// Field lines look like
-/// `field:unsigned int nr_sector;	offset:24;	size:4;	signed:0;`; the
+/// `field:unsigned int nr_sector; offset:24; size:4; signed:0;`; the
 /// `print fmt:` line and anything unknown are ignored.
 pub fn parse_format(text: &str, label: &str) -> Result<EventFormat> {
     let mut fmt = EventFormat::default();
