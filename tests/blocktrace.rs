@@ -268,3 +268,65 @@ fn cleanup_removes_stale_trace_instances_only() {
     assert!(report.in_use.iter().any(|l| l.contains(&*mine.to_string_lossy())), "{report:?}");
     assert!(s.enabled);
 }
+
+/// CPU time (user + system) of this whole process so far, in seconds.
+fn self_cpu_s() -> f64 {
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `u` is a valid, writable rusage.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) }, 0);
+    let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    tv(u.ru_utime) + tv(u.ru_stime)
+}
+
+/// Busy and total jiffies of all CPUs from `/proc/stat`.
+fn system_jiffies() -> (u64, u64) {
+    let text = std::fs::read_to_string("/proc/stat").unwrap();
+    let v: Vec<u64> = text.lines().next().unwrap().split_whitespace().skip(1).map(|x| x.parse().unwrap()).collect();
+    let idle = v[3] + v[4];
+    let total: u64 = v.iter().take(8).sum();
+    (total - idle, total)
+}
+
+/// Measures the monitor's CPU cost on fio 4k random writes (O_DIRECT,
+/// iodepth 16), alternating off/on: `cargo test --test blocktrace -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn overhead_on_fio_4k_randwrite() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let _g = REAL.lock().unwrap_or_else(|e| e.into_inner());
+    let secs: u64 = std::env::var("FSLAB_BT_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let work = common::workdir("fslab-bt-overhead");
+    let mut bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"1GiB\""), work.path(), None).unwrap();
+    let device = bed.device.clone().unwrap();
+    let file = bed.root().join("fio.dat");
+    for (i, on) in [false, true, false, true, false, true].into_iter().enumerate() {
+        let cpu0 = self_cpu_s();
+        let (b0, t0) = system_jiffies();
+        let tracer = on.then(|| BlockTracer::start(&device).unwrap());
+        let out = Command::new("fio")
+            .args(["--name=rw", "--rw=randwrite", "--bs=4k", "--size=256M", "--direct=1", "--ioengine=libaio"])
+            .args(["--iodepth=16", "--time_based", &format!("--runtime={secs}"), "--output-format=json"])
+            .arg(format!("--filename={}", file.display()))
+            .output()
+            .unwrap();
+        let summary = tracer.map(BlockTracer::stop);
+        let cpu = self_cpu_s() - cpu0;
+        let (b1, t1) = system_jiffies();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let job = &json["jobs"][0];
+        let iops = job["write"]["iops"].as_f64().unwrap();
+        let fio_cpu = job["usr_cpu"].as_f64().unwrap() + job["sys_cpu"].as_f64().unwrap();
+        let busy = (b1 - b0) as f64 / (t1 - t0) as f64 * 100.0;
+        let events = summary.as_ref().map_or(0, |s| s.total_events);
+        let lost = summary.as_ref().map_or(0, |s| s.lost_events);
+        println!(
+            "run {i} monitor={} iops={iops:.0} fslab_cpu_s={cpu:.3} fslab_cpu_pct={:.2} fio_cpu_pct={fio_cpu:.1} system_busy_pct={busy:.1} events={events} lost={lost}",
+            if on { "on " } else { "off" },
+            cpu / secs as f64 * 100.0
+        );
+    }
+    bed.teardown().unwrap();
+}
