@@ -8,7 +8,7 @@ use std::process::Command;
 
 use fslab::experiment::{self, VariantConfig};
 use fslab::monitor::blocktrace::{
-    kernel_dev, parse_format, Accumulator, BlockDecoder, BlockTracer, EventFormat, EventKind, PageLayout,
+    kernel_dev, parse_format, parse_rwbs, Accumulator, BlockDecoder, BlockTracer, EventFormat, EventKind, PageLayout,
 };
 use fslab::testbed::device::DevNum;
 use fslab::testbed::Testbed;
@@ -123,7 +123,7 @@ fn synthetic_binary_records_decode_and_summarise() {
     assert_eq!(decoded[0].ts_ns, 1_000_000 + (1 << 27) + 10);
     assert_eq!(decoded[1].ts_ns, decoded[0].ts_ns + 1 + 5);
     assert_eq!(decoded[2].kind, EventKind::Complete);
-    assert_eq!((decoded[0].sector, decoded[0].bytes, decoded[0].rwbs.as_str()), (100, 65536, "WS"));
+    assert_eq!((decoded[0].sector, decoded[0].bytes, decoded[0].rwbs), (100, 65536, parse_rwbs("WS")));
 
     let mut acc = Accumulator::new(Some(dev));
     decoded.iter().for_each(|e| acc.add(e));

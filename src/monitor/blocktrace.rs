@@ -382,7 +382,8 @@ pub struct BlockEvent {
     pub nr_sector: u64,
     /// `bytes` where the event has it, else `nr_sector * 512`.
     pub bytes: u64,
-    pub rwbs: String,
+    /// The decoded `rwbs` flags.
+    pub rwbs: Rwbs,
 }
 
 /// Field positions for the two block events, from their format files.
@@ -450,7 +451,7 @@ impl BlockDecoder {
             sector: read_field(data, &f.sector)?,
             nr_sector,
             bytes,
-            rwbs: String::from_utf8_lossy(&raw[..end]).into_owned(),
+            rwbs: parse_rwbs_bytes(&raw[..end]),
         })
     }
 }
@@ -477,25 +478,29 @@ pub struct Rwbs {
 /// Parses `rwbs`: `[F]<op>[F][A][S][M]`, where op is one of R W D F N
 /// (`DE` = secure erase). A leading `F` is a pre-flush unless it is the op.
 pub fn parse_rwbs(s: &str) -> Rwbs {
-    let c: Vec<char> = s.chars().collect();
-    let is_op = |ch: char| matches!(ch, 'R' | 'W' | 'D' | 'F' | 'N');
+    parse_rwbs_bytes(s.as_bytes())
+}
+
+/// [`parse_rwbs`] on the raw bytes of the record (no allocation: this runs per event).
+pub fn parse_rwbs_bytes(c: &[u8]) -> Rwbs {
+    let is_op = |ch: u8| matches!(ch, b'R' | b'W' | b'D' | b'F' | b'N');
     let mut r = Rwbs { op: '?', ..Rwbs::default() };
     let mut i = 0;
-    if c.first() == Some(&'F') && c.get(1).is_some_and(|&n| is_op(n)) {
+    if c.first() == Some(&b'F') && c.get(1).is_some_and(|&n| is_op(n)) {
         r.preflush = true;
         i = 1;
     }
     if let Some(&op) = c.get(i) {
         if is_op(op) {
-            r.op = op;
+            r.op = char::from(op);
             i += 1;
         }
     }
     for &ch in c.iter().skip(i) {
         match ch {
-            'F' => r.fua = true,
-            'S' => r.sync = true,
-            'M' => r.meta = true,
+            b'F' => r.fua = true,
+            b'S' => r.sync = true,
+            b'M' => r.meta = true,
             _ => {}
         }
     }
@@ -516,8 +521,11 @@ pub struct Accumulator {
     discards: u64,
     flags: FlagCounts,
     unmatched: u64,
-    /// Issued, not yet completed: (dev, sector) → issue times and direction.
-    inflight: HashMap<(u64, u64), VecDeque<(u64, char)>>,
+    /// Issued, not yet completed: (dev, sector) → issue time and direction.
+    inflight: HashMap<(u64, u64), (u64, char)>,
+    /// Further requests in flight at an already used (dev, sector), oldest
+    /// first. Kept apart so the common case allocates nothing per event.
+    inflight_more: HashMap<(u64, u64), VecDeque<(u64, char)>>,
 }
 
 #[derive(Debug, Default)]
@@ -548,7 +556,7 @@ impl Accumulator {
             return;
         }
         self.total += 1;
-        let rwbs = parse_rwbs(&e.rwbs);
+        let rwbs = e.rwbs;
         match e.kind {
             EventKind::Issue => {
                 if rwbs.sync {
@@ -575,13 +583,26 @@ impl Accumulator {
                     'D' => self.discards += 1,
                     _ => {}
                 }
-                self.inflight.entry((e.dev, e.sector)).or_default().push_back((e.ts_ns, rwbs.op));
+                let key = (e.dev, e.sector);
+                if let std::collections::hash_map::Entry::Vacant(v) = self.inflight.entry(key) {
+                    v.insert((e.ts_ns, rwbs.op));
+                } else {
+                    self.inflight_more.entry(key).or_default().push_back((e.ts_ns, rwbs.op));
+                }
             }
             EventKind::Complete => {
                 let key = (e.dev, e.sector);
-                let issued = self.inflight.get_mut(&key).and_then(VecDeque::pop_front);
-                if self.inflight.get(&key).is_some_and(VecDeque::is_empty) {
-                    self.inflight.remove(&key);
+                let issued = self.inflight.remove(&key);
+                if issued.is_some() {
+                    // Promote the next request in flight at this sector, if any.
+                    if let Some(q) = self.inflight_more.get_mut(&key) {
+                        if let Some(next) = q.pop_front() {
+                            self.inflight.insert(key, next);
+                        }
+                        if q.is_empty() {
+                            self.inflight_more.remove(&key);
+                        }
+                    }
                 }
                 match issued {
                     Some((t0, op)) => {
@@ -1055,6 +1076,34 @@ mod tests {
         let p = percentiles(&mut v).unwrap();
         assert_eq!((p.p50_us, p.p90_us, p.p99_us, p.p99_9_us, p.max_us), (500.0, 900.0, 990.0, 999.0, 1000.0));
         assert!(percentiles(&mut []).is_none());
+    }
+
+    #[test]
+    fn same_sector_requests_match_in_issue_order() {
+        let ev = |kind, ts_ns, rwbs: &str| BlockEvent {
+            kind,
+            ts_ns,
+            dev: 1,
+            sector: 8,
+            nr_sector: 8,
+            bytes: 4096,
+            rwbs: parse_rwbs(rwbs),
+        };
+        let mut acc = Accumulator::new(Some(1));
+        for e in [
+            ev(EventKind::Issue, 1_000, "W"),
+            ev(EventKind::Issue, 2_000, "R"),
+            ev(EventKind::Complete, 11_000, "W"),
+            ev(EventKind::Complete, 42_000, "R"),
+            ev(EventKind::Complete, 50_000, "R"),
+        ] {
+            acc.add(&e);
+        }
+        let s = acc.summary();
+        assert_eq!(s.write.latency.unwrap().max_us, 10.0);
+        assert_eq!(s.read.latency.unwrap().max_us, 40.0);
+        assert_eq!(s.unmatched_completions, 1);
+        assert!(acc.inflight.is_empty() && acc.inflight_more.is_empty());
     }
 
     #[test]
