@@ -1107,6 +1107,20 @@ mod tests {
     }
 
     #[test]
+    fn monitor_off_says_why() {
+        let s = BlockTraceMonitor::start(None).stop();
+        assert!(!s.enabled);
+        assert!(s.reason.unwrap().contains("no block device"));
+        let s = BlockTraceMonitor::start(Some(Path::new("/proc/self/stat"))).stop();
+        assert!(!s.enabled);
+        assert!(s.reason.unwrap().contains("not a block device"));
+        let json = serde_json::to_value(BlockTraceSummary::off("x")).unwrap();
+        assert_eq!(json["enabled"], false);
+        let back: BlockTraceSummary = serde_json::from_value(serde_json::json!({"enabled": false})).unwrap();
+        assert_eq!(back.reason, None);
+    }
+
+    #[test]
     fn malformed_pages_do_not_panic() {
         let layout = PageLayout::parse(HEADER, "h").unwrap();
         let mut n = 0;
