@@ -57,4 +57,27 @@ pub struct RunRecord {
     pub mount: Option<MountFacts>,
     /// Filesystem geometry text (`dumpe2fs -h`, `xfs_info`, `btrfs inspect-internal dump-super`).
     pub geometry: Option<String>,
+    /// Block-trace monitor summary
+    /// ([`BlockTraceSummary`](crate::monitor::blocktrace::BlockTraceSummary) as JSON),
+    /// also when the monitor was off (then it says why).
+    #[serde(default)]
+    pub blocktrace: Option<serde_json::Value>,
+    /// Filesystem-internal snapshots as `(kind, JSON)`, kind one of
+    /// [`EXTRA_FS_BEFORE`], [`EXTRA_FS_AFTER`], [`EXTRA_FS_DELTA`].
+    #[serde(default)]
+    pub fs_snapshots: Vec<(String, serde_json::Value)>,
+    /// Problems that did not fail the run (e.g. a snapshot that could not be taken).
+    #[serde(default)]
+    pub notes: Vec<String>,
 }
+
+/// Extra kind: the block-trace summary.
+pub const EXTRA_BLOCKTRACE: &str = "blocktrace";
+/// Extra kind: filesystem-internal snapshot before the measured part.
+pub const EXTRA_FS_BEFORE: &str = "fs_before";
+/// Extra kind: filesystem-internal snapshot after the measured part.
+pub const EXTRA_FS_AFTER: &str = "fs_after";
+/// Extra kind: `fs_after - fs_before`.
+pub const EXTRA_FS_DELTA: &str = "fs_delta";
+/// Extra kind: the run's notes as a JSON array of strings.
+pub const EXTRA_NOTES: &str = "notes";

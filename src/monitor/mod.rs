@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod cpu;
 pub mod diskstats;
+pub mod blocktrace;
 pub mod sampler;
 pub mod totals;
 

@@ -7,8 +7,10 @@ use anyhow::{Context, Result};
 
 use super::RunOptions;
 use crate::experiment::{CachePolicy, Experiment, PlannedRun, VariantConfig, WorkloadConfig};
+use crate::fsinternal::FsSnapshot;
+use crate::monitor::blocktrace::BlockTraceMonitor;
 use crate::monitor::{Monitor, MonitorData};
-use crate::record::{RunRecord, RunStatus};
+use crate::record::{RunRecord, RunStatus, EXTRA_FS_AFTER, EXTRA_FS_BEFORE, EXTRA_FS_DELTA};
 use crate::testbed::Testbed;
 use crate::workload::{RunContext, Workload};
 
@@ -69,9 +71,13 @@ fn measure(
             drop_caches()?;
             workload.warm_inputs()?;
         }
+        let before = fs_snapshot(&bed, record, EXTRA_FS_BEFORE);
         let monitor = Monitor::start(bed.device_name.clone(), exp.sample_interval)?;
+        let tracer = BlockTraceMonitor::start(bed.device.as_deref());
         let result = workload.run(&ctx(Instant::now() + timeout));
+        record.blocktrace = serde_json::to_value(tracer.stop()).ok();
         let data: Result<MonitorData> = monitor.stop();
+        fs_snapshot_after(&bed, before, record);
         let metrics = result?;
         Ok((metrics, data?))
     });
@@ -83,6 +89,38 @@ fn measure(
     record.monitor = Some(data);
     cleaned?;
     torn_down
+}
+
+/// Filesystem-internal snapshot of a block testbed (ext4, XFS, btrfs),
+/// stored in the record under `kind`. A failure becomes a note: the
+/// snapshot is evidence, not part of the measurement.
+fn fs_snapshot(bed: &Testbed, record: &mut RunRecord, kind: &str) -> Option<FsSnapshot> {
+    let dev = bed.device_name.as_deref()?;
+    if !matches!(bed.fstype.as_str(), "ext4" | "xfs" | "btrfs") {
+        return None;
+    }
+    let snap = crate::fsinternal::snapshot(&bed.fstype, dev, &bed.mountpoint)
+        .and_then(|s| Ok((serde_json::to_value(&s)?, s)));
+    match snap {
+        Ok((json, s)) => {
+            record.fs_snapshots.push((kind.to_string(), json));
+            Some(s)
+        }
+        Err(e) => {
+            record.notes.push(format!("{kind} snapshot failed: {e:#}"));
+            None
+        }
+    }
+}
+
+/// The after-snapshot and, when both exist, the delta.
+fn fs_snapshot_after(bed: &Testbed, before: Option<FsSnapshot>, record: &mut RunRecord) {
+    let Some(before) = before else { return };
+    let Some(after) = fs_snapshot(bed, record, EXTRA_FS_AFTER) else { return };
+    match serde_json::to_value(crate::fsinternal::delta(&before, &after)) {
+        Ok(json) => record.fs_snapshots.push((EXTRA_FS_DELTA.to_string(), json)),
+        Err(e) => record.notes.push(format!("{EXTRA_FS_DELTA} could not be serialised: {e}")),
+    }
 }
 
 /// Write back dirty data, then drop page cache, dentries and inodes.

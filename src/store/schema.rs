@@ -16,7 +16,7 @@ pub(crate) const APPLICATION_ID: i64 = 0x4653_4C42;
 pub const SCHEMA_VERSION: u32 = MIGRATIONS.len() as u32;
 
 /// Ordered migrations; entry i takes the schema from version i to i + 1.
-const MIGRATIONS: &[&str] = &[V1_CORE, V2_MONITOR];
+const MIGRATIONS: &[&str] = &[V1_CORE, V2_MONITOR, V3_EXTRAS];
 
 /// v1: experiments, their variants and workloads, runs and workload metrics.
 const V1_CORE: &str = "
@@ -157,6 +157,19 @@ CREATE TABLE cpu_samples (
     idle_pct    REAL,
     PRIMARY KEY (run_id, idx)
 );
+";
+
+/// v3: per-run extras: JSON documents by kind (`blocktrace`, `fs_before`,
+/// `fs_after`, `fs_delta`, `notes`), so new monitors need no new tables.
+const V3_EXTRAS: &str = "
+CREATE TABLE run_extras (
+    run_id   INTEGER NOT NULL REFERENCES runs (id) ON DELETE CASCADE,
+    position INTEGER NOT NULL,                -- order written
+    kind     TEXT NOT NULL,
+    json     TEXT NOT NULL,
+    PRIMARY KEY (run_id, position)
+);
+CREATE INDEX run_extras_kind ON run_extras (kind);
 ";
 
 /// Reads `PRAGMA user_version`.

@@ -55,6 +55,7 @@ fn run(
         monitor: None,
         mount: None,
         geometry: None,
+        ..RunRecord::default()
     }
 }
 

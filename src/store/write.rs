@@ -143,6 +143,8 @@ impl Store {
             insert_monitor(&tx, run_id, m)
                 .with_context(|| format!("cannot record monitor data of {what}"))?;
         }
+        super::extras::insert_extras(&tx, run_id, run)
+            .with_context(|| format!("cannot record extras of {what}"))?;
         tx.commit().with_context(|| format!("cannot commit {what}"))?;
         Ok(run_id)
     }

@@ -1,6 +1,7 @@
 //! `fslab cleanup`: find what a killed fslab left behind (mounts, loop
-//! devices, cgroups, v1 root throttle rules, testbed directories) by the
-//! `fslab-tb-<pid>-…` marker and remove it when its owner is gone.
+//! devices, cgroups, v1 root throttle rules, tracefs instances, testbed
+//! directories) by the `fslab-tb-<pid>-…` marker and remove it when its
+//! owner is gone.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -97,6 +98,16 @@ pub fn cleanup(workdirs: &[PathBuf], all: bool) -> CleanupReport {
             if dev.major == 7 && !attached.contains(&dev) {
                 note(&mut report, format!("root throttle rule for {dev}"), cgroup::clear_v1_rules(root, dev));
             }
+        }
+    }
+
+    // Private trace instances of the block-trace monitor.
+    for dir in crate::monitor::blocktrace::marker_instances() {
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if stale(&name, all) {
+            note(&mut report, format!("trace instance {}", dir.display()), crate::monitor::blocktrace::remove_instance(&dir));
+        } else {
+            report.in_use.push(format!("trace instance {}", dir.display()));
         }
     }
 
