@@ -11,6 +11,7 @@
 //! finished store is exactly one file that can be copied or mailed.
 
 pub mod export;
+mod extras; // STUB: replaced by h-blocktrace
 mod read;
 mod schema;
 mod write;
