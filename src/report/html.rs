@@ -27,8 +27,9 @@ td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.v-regressed td{background:#fde2e1}tr.v-improved td{background:#e0f5e3}tr.v-no-change td{background:#fff}tr.v-inconclusive td{background:#fbf7e6}
 span.verdict{font-weight:600}span.v-regressed{color:#b3261e}span.v-improved{color:#1b7f34}span.v-inconclusive{color:#8a6d00}span.v-no-change{color:#555}
 nav a{margin-right:12px}code,pre{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px}pre{background:#fff;border:1px solid #ddd;padding:6px;overflow:auto;max-height:400px}
-.charts{display:flex;flex-wrap:wrap;gap:10px}figure{margin:0;background:#fff;border:1px solid #ddd;padding:4px}figcaption{font-size:12px;color:#555;max-width:640px}
-svg.chart{max-width:100%;height:auto;display:block}svg .grid{stroke:#eee}svg .axis{stroke:#888}svg text{font-size:11px;fill:#333}svg .ct{font-size:13px;font-weight:600}svg .al{font-size:11px;fill:#555}
+.charts{display:flex;flex-wrap:wrap;gap:10px}figure{margin:0;background:#fff;border:1px solid #ddd;padding:4px;flex:1 1 520px;max-width:660px;box-sizing:border-box}figcaption{font-size:12px;color:#555}
+svg.chart{width:100%;height:auto;display:block}
+table.verdicts{font-size:12px}table.verdicts td.notes{min-width:180px;max-width:320px}svg .grid{stroke:#eee}svg .axis{stroke:#888}svg text{font-size:11px;fill:#333}svg .ct{font-size:13px;font-weight:600}svg .al{font-size:11px;fill:#555}
 .finding{border-left:4px solid #999;background:#fff;padding:4px 10px;margin:6px 0}.sev-high,.sev-critical{border-color:#b3261e}.sev-medium,.sev-warning{border-color:#e69f00}.sev-low,.sev-info{border-color:#56b4e9}
 .muted{color:#777}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}details{margin:4px 0}summary{cursor:pointer}
 "#;
@@ -463,7 +464,7 @@ fn section_verdicts(d: &ReportData, out: &mut String) {
             out,
             "<tr class=\"v-{v}\" title=\"{}\"><td>{}/{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
              <td class=\"num\">{}</td><td class=\"num\">[{}, {}]</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-             <td class=\"num\">{}+{}</td><td class=\"num\">{} / {}</td><td><span class=\"verdict v-{v}\">{v}</span></td><td>{}</td></tr>",
+             <td class=\"num\">{}+{}</td><td class=\"num\">{} / {}</td><td><span class=\"verdict v-{v}\">{v}</span></td><td class=\"notes\">{}</td></tr>",
             esc(&format!("{} vs {}: {better}", r.variant, r.baseline)),
             esc(&r.workload),
             esc(&r.metric),
