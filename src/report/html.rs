@@ -29,7 +29,7 @@ span.verdict{font-weight:600}span.v-regressed{color:#b3261e}span.v-improved{colo
 nav a{margin-right:12px}code,pre{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px}pre{background:#fff;border:1px solid #ddd;padding:6px;overflow:auto;max-height:400px}
 .charts{display:flex;flex-wrap:wrap;gap:10px}figure{margin:0;background:#fff;border:1px solid #ddd;padding:4px;flex:1 1 520px;max-width:660px;box-sizing:border-box}figcaption{font-size:12px;color:#555}
 svg.chart{width:100%;height:auto;display:block}
-table.verdicts{font-size:12px}table.verdicts td.notes{min-width:180px;max-width:320px}svg .grid{stroke:#eee}svg .axis{stroke:#888}svg text{font-size:11px;fill:#333}svg .ct{font-size:13px;font-weight:600}svg .al{font-size:11px;fill:#555}
+.scroll{overflow-x:auto}table.verdicts{font-size:12px}table.verdicts td.notes{min-width:160px;max-width:240px}svg .grid{stroke:#eee}svg .axis{stroke:#888}svg text{font-size:11px;fill:#333}svg .ct{font-size:13px;font-weight:600}svg .al{font-size:11px;fill:#555}
 .finding{border-left:4px solid #999;background:#fff;padding:4px 10px;margin:6px 0}.sev-high,.sev-critical{border-color:#b3261e}.sev-medium,.sev-warning{border-color:#e69f00}.sev-low,.sev-info{border-color:#56b4e9}
 .muted{color:#777}.swatch{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}details{margin:4px 0}summary{cursor:pointer}
 "#;
@@ -443,7 +443,7 @@ fn section_verdicts(d: &ReportData, out: &mut String) {
         return;
     }
     out.push_str(
-        "<table class=\"verdicts\"><tr><th>metric</th><th>unit</th><th>variant</th><th>mean</th><th>baseline</th>\
+        "<div class=\"scroll\"><table class=\"verdicts\"><tr><th>metric</th><th>unit</th><th>variant</th><th>mean</th><th>baseline</th>\
          <th>variant</th><th>change</th><th>95% CI</th><th>p</th><th>p (BH)</th><th>Mann-Whitney p</th><th>n</th>\
          <th>CV</th><th>verdict</th><th>notes</th></tr>",
     );
@@ -489,7 +489,7 @@ fn section_verdicts(d: &ReportData, out: &mut String) {
             esc(&notes.join("; "))
         );
     }
-    out.push_str("</table></section>");
+    out.push_str("</table></div></section>");
 }
 
 fn section_metrics(d: &ReportData, out: &mut String) {
@@ -1058,6 +1058,84 @@ mod tests {
         let mut out = String::new();
         snapshot_table(Some(&b), Some(&a), None, &mut out);
         assert!(out.contains("xs.alloc") && out.contains(">5<"), "{out}");
+    }
+
+    /// A hand-built report with extras (the store's stub returns none yet).
+    fn sample_data() -> ReportData {
+        use crate::store::{ExperimentRow, StoredRun, VariantRow};
+        let run = |id: i64, variant: &str, extras: Vec<(String, Value)>| RunData {
+            run: StoredRun {
+                id,
+                seq: id as usize,
+                round: 0,
+                variant: variant.into(),
+                workload: "untar".into(),
+                status: RunStatus::Ok,
+                error: None,
+                started_at: 0.0,
+                wall_s: 1.0,
+                metrics: vec![],
+                mount: None,
+                geometry: None,
+                disk_totals: None,
+            },
+            monitor: None,
+            extras,
+        };
+        let blocktrace = serde_json::json!({
+            "device": "loop3",
+            "requests": {"read": {"4096": 10, "8192": 2, "131072": 1}, "write": {"4096": 50, "65536": 7, "524288": 30}},
+            "latency_us": {"read": {"p50": 120.5, "p90": 400.0, "p99": 900.0, "p99.9": 2000.0}, "write": {"p50": 80.0, "p99": 5000.0}},
+            "flags": {"sync": 12, "meta": 3, "flush": 4, "fua": 1}
+        });
+        let before = serde_json::json!({"mb_groups": {"free_blocks": 1000, "fragments": 20, "order_hist": {"0": 3, "1": 5, "2": 9, "3": 1}}, "optimize_scan": 1});
+        let after = serde_json::json!({"mb_groups": {"free_blocks": 400, "fragments": 95, "order_hist": {"0": 30, "1": 12, "2": 2, "3": 0}}, "optimize_scan": 1});
+        let off = serde_json::json!({"off": "tracefs is not mounted <here>"});
+        ReportData {
+            experiment: ExperimentRow {
+                id: 1,
+                name: "x".into(),
+                created_at: "now".into(),
+                finished_at: None,
+                status: "complete".into(),
+                spec_path: None,
+                spec_text: String::new(),
+                spec_hash: String::new(),
+                seed: 1,
+                plan_json: "{}".into(),
+                environment_json: "{}".into(),
+                variants: vec![VariantRow { position: 0, name: "a".into(), config_json: "{}".into() }],
+                workloads: vec![],
+            },
+            plan: Value::Null,
+            environment: Value::Null,
+            comparison: crate::report::data::ComparisonData {
+                baseline: "a".into(),
+                theta: 0.02,
+                alpha: 0.05,
+                variants: vec!["a".into(), "b".into()],
+                rows: vec![],
+            },
+            series: vec![],
+            runs: vec![
+                run(1, "a", vec![("blocktrace".into(), blocktrace), ("fs_before".into(), before), ("fs_after".into(), after)]),
+                run(2, "b", vec![("blocktrace".into(), off)]),
+            ],
+        }
+    }
+
+    #[test]
+    fn extras_render_histograms_and_snapshots() {
+        let page = render_html(&sample_data());
+        let extras = page.split("id=\"extras\"").nth(1).unwrap_or_default();
+        // Request sizes read/write grouped in one chart; free-extent orders before and after.
+        assert_eq!(extras.matches("data-chart=\"hist\"").count(), 3, "{extras}");
+        assert!(extras.contains("p99.9") && extras.contains("fua"));
+        assert!(extras.contains("mb_groups.free_blocks") && extras.contains(">-600<"));
+        assert!(extras.contains("tracefs is not mounted &lt;here&gt;"));
+        if let Ok(path) = std::env::var("FSLAB_EXTRAS_PREVIEW") {
+            let _ = std::fs::write(path, &page);
+        }
     }
 
     #[test]

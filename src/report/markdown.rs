@@ -124,9 +124,14 @@ pub fn render_markdown(d: &ReportData) -> String {
     out.push('\n');
     let configs: Vec<Value> = names.iter().map(|n| d.variant_config(n)).collect();
     for key in ["fs", "size", "mkfs", "mount", "throttle", "read_ahead_kb", "scheduler"] {
-        let _ = write!(out, "| {key} |");
+        let _ = write!(out, "| {} |", md_esc(key));
         for c in &configs {
-            let _ = write!(out, " {} |", md_esc(&text(&c[key])));
+            let cell = match (key, c[key].as_f64()) {
+                ("size", Some(b)) => format!("{} MiB", fmt_num(b / 1024.0 / 1024.0)),
+                ("throttle", _) if text(&c[key]).is_empty() => "none".into(),
+                _ => text(&c[key]),
+            };
+            let _ = write!(out, " {} |", md_esc(&cell));
         }
         out.push('\n');
     }

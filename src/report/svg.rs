@@ -93,6 +93,19 @@ pub fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     out
 }
 
+/// Tick labels with as many decimals as the tick step needs.
+fn tick_label(t: f64, ticks: &[f64]) -> String {
+    let step = match ticks {
+        [a, b, ..] => (b - a).abs(),
+        _ => return fmt_num(t),
+    };
+    if !(step.is_finite() && step > 0.0) || t.abs() >= 1e6 || step < 1e-4 {
+        return fmt_num(t);
+    }
+    let decimals = (-step.log10().floor()).max(0.0) as usize;
+    format!("{t:.decimals$}")
+}
+
 /// A value range padded for plotting; starts at zero when the data is
 /// non-negative and zero is not far away.
 fn padded_range(values: impl Iterator<Item = f64>) -> (f64, f64) {
@@ -144,7 +157,8 @@ fn open_svg(out: &mut String, kind: &str, title: &str) {
 
 /// The y axis with grid lines and the axis label.
 fn y_axis(out: &mut String, y: Scale, label: &str) {
-    for t in nice_ticks(y.d0, y.d1, 5) {
+    let ticks = nice_ticks(y.d0, y.d1, 5);
+    for &t in &ticks {
         let py = y.at(t);
         let _ = write!(
             out,
@@ -152,7 +166,7 @@ fn y_axis(out: &mut String, y: Scale, label: &str) {
             W - MR,
             ML - 4.0,
             py + 4.0,
-            esc(&fmt_num(t))
+            esc(&tick_label(t, &ticks))
         );
     }
     let _ = write!(
@@ -164,8 +178,10 @@ fn y_axis(out: &mut String, y: Scale, label: &str) {
     );
 }
 
-/// A horizontal legend in the top right corner.
-fn legend(out: &mut String, items: &[(&str, &str)]) {
+/// A horizontal legend in the top right corner, drawn only when it fits
+/// beside the title (`title_chars` long); the report's swatch tables name
+/// the colours otherwise.
+fn legend(out: &mut String, title_chars: usize, items: &[(&str, &str)]) {
     // Right-aligned: estimate widths from character counts.
     let mut x = W - MR;
     let mut parts = Vec::new();
@@ -175,8 +191,7 @@ fn legend(out: &mut String, items: &[(&str, &str)]) {
         parts.push((x, *name, *col));
         x -= 8.0;
     }
-    if x < ML + 140.0 {
-        // Too crowded for one line beside the title: skip; the tables name the colours.
+    if x < ML + 8.0 * title_chars as f64 + 12.0 {
         return;
     }
     for (x, name, col) in parts {
@@ -301,13 +316,18 @@ pub fn line_chart(kind: &str, title: &str, x_label: &str, y_label: &str, lines: 
     if !x0.is_finite() {
         (x0, x1) = (0.0, 1.0);
     }
+    // Time series start at zero, so runs of different length line up.
+    if kind == "ts" && x0 > 0.0 {
+        x0 = 0.0;
+    }
     if x1 <= x0 {
         x1 = x0 + 1.0;
     }
     let y = Scale { d0: lo, d1: hi, p0: H - MB, p1: MT };
     let x = Scale { d0: x0, d1: x1, p0: ML + 8.0, p1: W - MR - 8.0 };
     y_axis(&mut out, y, y_label);
-    for t in nice_ticks(x0, x1, 6) {
+    let ticks = nice_ticks(x0, x1, 6);
+    for &t in &ticks {
         let px = x.at(t);
         let _ = write!(
             out,
@@ -315,7 +335,7 @@ pub fn line_chart(kind: &str, title: &str, x_label: &str, y_label: &str, lines: 
             H - MB,
             H - MB + 4.0,
             H - MB + 16.0,
-            esc(&fmt_num(t))
+            esc(&tick_label(t, &ticks))
         );
     }
     let _ = write!(
@@ -377,7 +397,7 @@ pub fn line_chart(kind: &str, title: &str, x_label: &str, y_label: &str, lines: 
     let items: Vec<(&str, &str)> = lines.iter().map(|l| (l.name.as_str(), l.color.as_str())).collect();
     let items: Vec<(String, String)> = items.iter().map(|(n, c)| (n.to_string(), esc(c))).collect();
     let refs: Vec<(&str, &str)> = items.iter().map(|(n, c)| (n.as_str(), c.as_str())).collect();
-    legend(&mut out, &refs);
+    legend(&mut out, title.chars().count(), &refs);
     out.push_str("</svg>");
     out
 }
@@ -426,7 +446,7 @@ pub fn bar_histogram(title: &str, y_label: &str, series: &[(String, String)], bu
     let _ = write!(out, r#"<line x1="{ML}" x2="{:.1}" y1="{:.1}" y2="{:.1}" class="axis"/>"#, W - MR, H - MB, H - MB);
     let items: Vec<(String, String)> = series.iter().map(|(n, c)| (n.clone(), esc(c))).collect();
     let refs: Vec<(&str, &str)> = items.iter().map(|(n, c)| (n.as_str(), c.as_str())).collect();
-    legend(&mut out, &refs);
+    legend(&mut out, title.chars().count(), &refs);
     out.push_str("</svg>");
     out
 }
@@ -474,5 +494,8 @@ mod tests {
         assert_eq!(fmt_num(f64::NAN), "–");
         assert_eq!(fmt_num(1234.4), "1234");
         assert_eq!(fmt_num(1.23456), "1.235");
+        assert_eq!(tick_label(0.4, &[0.2, 0.4]), "0.4");
+        assert_eq!(tick_label(2000.0, &[0.0, 2000.0]), "2000");
+        assert_eq!(tick_label(0.005, &[0.0, 0.005]), "0.005");
     }
 }
