@@ -110,9 +110,9 @@ pub fn render_html(logs: &[(String, IostatLog)]) -> String {
     for (k, dev) in devices.iter().enumerate() {
         let series: Vec<IoSeries> = all_series.iter().filter(|(d, _)| d == dev).map(|(_, s)| s.clone()).collect();
         // Devices with no I/O at all (idle partitions) are folded.
-        let idle = series.iter().all(|s| {
-            s.points.iter().all(|p| p.write_mb_s.unwrap_or(0.0) == 0.0 && p.read_mb_s.unwrap_or(0.0) == 0.0)
-        });
+        let idle = series
+            .iter()
+            .all(|s| s.points.iter().all(|p| p.write_mb_s.unwrap_or(0.0) == 0.0 && p.read_mb_s.unwrap_or(0.0) == 0.0));
         let _ = write!(
             body,
             "<details{}><summary>{}{}</summary>{}</details>",

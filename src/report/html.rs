@@ -93,7 +93,8 @@ impl IoSeries {
 /// in any series are left out.
 pub fn iostat_charts(caption: &str, series: &[IoSeries]) -> String {
     type Get = fn(&IoPoint) -> Option<f64>;
-    let charts: [(&str, &str, &[(&str, Get)]); 6] = [
+    type Chart<'a> = (&'a str, &'a str, &'a [(&'a str, Get)]);
+    let charts: [Chart; 6] = [
         ("%util", "%", &[("", |p| p.util_pct)]),
         ("MB/s written", "MB/s", &[("", |p| p.write_mb_s)]),
         ("MB/s read", "MB/s", &[("", |p| p.read_mb_s)]),
@@ -115,7 +116,13 @@ pub fn iostat_charts(caption: &str, series: &[IoSeries]) -> String {
                 }
                 // The second field of a chart (reads) is drawn lighter.
                 let col = if i == 0 { s.color.clone() } else { lighten(&s.color) };
-                lines.push(Line { name: format!("{}{suffix}", s.name), color: col, points: pts, err: vec![], markers: false });
+                lines.push(Line {
+                    name: format!("{}{suffix}", s.name),
+                    color: col,
+                    points: pts,
+                    err: vec![],
+                    markers: false,
+                });
             }
         }
         if lines.is_empty() {
@@ -256,7 +263,8 @@ fn section_experiment(d: &ReportData, out: &mut String) {
                     .and_then(|n| first_run(n))
                     .and_then(|r| r.run.mount.as_ref())
                     .map(|m| {
-                        let mut s = format!("{} {}: {}; super: {}", m.fstype, m.source, m.mount_options, m.super_options);
+                        let mut s =
+                            format!("{} {}: {}; super: {}", m.fstype, m.source, m.mount_options, m.super_options);
                         if let Some(fs) = &m.fs_options {
                             let _ = write!(s, "; fs: {fs}");
                         }
@@ -333,7 +341,10 @@ fn section_environment(d: &ReportData, out: &mut String) {
     kv("CPU", format!("{} × {}", json_text(&env["cpu_count"]), json_text(&env["cpu_model"])));
     kv(
         "memory",
-        env["mem_total_kb"].as_f64().map(|kb| format!("{} GiB", fmt_num(kb / 1024.0 / 1024.0))).unwrap_or_else(|| "–".into()),
+        env["mem_total_kb"]
+            .as_f64()
+            .map(|kb| format!("{} GiB", fmt_num(kb / 1024.0 / 1024.0)))
+            .unwrap_or_else(|| "–".into()),
     );
     kv("host", json_text(&env["hostname"]));
     kv("kernel config", json_text(&env["kernel_config_source"]));
@@ -381,7 +392,8 @@ fn section_doctor(d: &ReportData, out: &mut String) {
         if let Some(advice) = f["advice"].as_str().filter(|a| !a.is_empty()) {
             let _ = write!(out, "<p><i>Advice:</i> {}</p>", esc(advice));
         }
-        let evidence: Vec<String> = f["evidence"].as_array().map(|a| a.iter().map(json_text).collect()).unwrap_or_default();
+        let evidence: Vec<String> =
+            f["evidence"].as_array().map(|a| a.iter().map(json_text).collect()).unwrap_or_default();
         if !evidence.is_empty() {
             out.push_str("<ul>");
             for e in evidence {
@@ -395,7 +407,8 @@ fn section_doctor(d: &ReportData, out: &mut String) {
             }
         }
         // References as plain text: the report itself never links out.
-        let refs: Vec<String> = f["references"].as_array().map(|a| a.iter().map(json_text).collect()).unwrap_or_default();
+        let refs: Vec<String> =
+            f["references"].as_array().map(|a| a.iter().map(json_text).collect()).unwrap_or_default();
         if !refs.is_empty() {
             let _ = write!(out, "<p class=\"muted\">references: {}</p>", esc(&refs.join(" · ")));
         }
@@ -403,7 +416,11 @@ fn section_doctor(d: &ReportData, out: &mut String) {
     }
     let facts: Vec<String> = doc["facts"].as_array().map(|a| a.iter().map(json_text).collect()).unwrap_or_default();
     if !facts.is_empty() {
-        let _ = write!(out, "<details><summary>facts the doctor saw</summary><pre>{}</pre></details>", esc(&facts.join("\n")));
+        let _ = write!(
+            out,
+            "<details><summary>facts the doctor saw</summary><pre>{}</pre></details>",
+            esc(&facts.join("\n"))
+        );
     }
     out.push_str("</section>");
 }
@@ -439,7 +456,9 @@ fn section_verdicts(d: &ReportData, out: &mut String) {
         c.alpha
     );
     if c.rows.is_empty() {
-        out.push_str("<p>No comparisons yet (needs successful runs of the baseline and another variant).</p></section>");
+        out.push_str(
+            "<p>No comparisons yet (needs successful runs of the baseline and another variant).</p></section>",
+        );
         return;
     }
     out.push_str(
@@ -512,7 +531,8 @@ fn section_metrics(d: &ReportData, out: &mut String) {
     for (w, m, unit, hib) in &keys {
         let mut groups = Vec::new();
         for (i, name) in names.iter().enumerate() {
-            let Some(s) = d.series.iter().find(|s| s.workload == *w && s.metric == *m && s.unit == *unit && s.variant == *name)
+            let Some(s) =
+                d.series.iter().find(|s| s.workload == *w && s.metric == *m && s.unit == *unit && s.variant == *name)
             else {
                 continue;
             };
@@ -558,8 +578,9 @@ fn section_metrics(d: &ReportData, out: &mut String) {
 /// across workloads labelled `<name>-<n>`; drawn when at least two sweep
 /// values exist.
 fn section_sweeps(d: &ReportData, names: &[String], keys: &[(&str, &str, &str, bool)], out: &mut String) {
-    // group title → (unit, hib, [(x, workload, metric)])
-    let mut groups: Vec<(String, String, bool, Vec<(f64, String, String)>)> = Vec::new();
+    /// Title, unit, higher-is-better, and the (sweep value, workload, metric) points.
+    type Sweep = (String, String, bool, Vec<(f64, String, String)>);
+    let mut groups: Vec<Sweep> = Vec::new();
     for (w, m, unit, hib) in keys {
         let (title, x) = if let Some((name, x)) = sweep_point(m) {
             (format!("{w}/{name}-N"), x)
@@ -585,7 +606,9 @@ fn section_sweeps(d: &ReportData, names: &[String], keys: &[(&str, &str, &str, b
             let mut points = Vec::new();
             let mut err = Vec::new();
             for (x, w, m) in &pts {
-                if let Some(s) = d.series.iter().find(|s| s.workload == *w && s.metric == *m && s.variant == *name && s.unit == unit) {
+                if let Some(s) =
+                    d.series.iter().find(|s| s.workload == *w && s.metric == *m && s.variant == *name && s.unit == unit)
+                {
                     let (mean, ci) = mean_ci(&s.values);
                     points.push((*x, mean));
                     err.push(ci);
@@ -595,7 +618,8 @@ fn section_sweeps(d: &ReportData, names: &[String], keys: &[(&str, &str, &str, b
                 lines.push(Line { name: name.clone(), color: color(i).to_string(), points, err, markers: true });
             }
         }
-        let x_label = title.split('/').find(|p| p.ends_with("-N")).unwrap_or("sweep value").trim_end_matches("-N").to_string();
+        let x_label =
+            title.split('/').find(|p| p.ends_with("-N")).unwrap_or("sweep value").trim_end_matches("-N").to_string();
         let _ = write!(
             out,
             "<figure>{}<figcaption>{} ({}, {})</figcaption></figure>",
@@ -633,7 +657,9 @@ fn section_iostat(d: &ReportData, out: &mut String) {
         let per_variant: Vec<(usize, Vec<&RunData>)> = names
             .iter()
             .enumerate()
-            .map(|(i, n)| (i, with_disk.iter().copied().filter(|r| r.run.workload == w && r.run.variant == *n).collect()))
+            .map(|(i, n)| {
+                (i, with_disk.iter().copied().filter(|r| r.run.workload == w && r.run.variant == *n).collect())
+            })
             .collect();
         let rounds = per_variant.iter().map(|(_, v)| v.len()).max().unwrap_or(0);
         for k in 0..rounds {
@@ -768,7 +794,8 @@ pub fn render_json(title: &str, v: &Value, depth: usize, out: &mut String) {
     }
     if is_histogram(v) {
         let keys = bucket_keys(std::iter::once(v));
-        let buckets: Vec<(String, Vec<f64>)> = keys.iter().map(|k| (k.clone(), vec![v[k.as_str()].as_f64().unwrap_or(0.0)])).collect();
+        let buckets: Vec<(String, Vec<f64>)> =
+            keys.iter().map(|k| (k.clone(), vec![v[k.as_str()].as_f64().unwrap_or(0.0)])).collect();
         let _ = write!(
             out,
             "<figure>{}<figcaption>{}</figcaption></figure>",
@@ -779,7 +806,8 @@ pub fn render_json(title: &str, v: &Value, depth: usize, out: &mut String) {
     }
     match v {
         Value::Object(m) => {
-            let scalars: Vec<(&String, &Value)> = m.iter().filter(|(_, v)| !v.is_object() && !is_nested_array(v)).collect();
+            let scalars: Vec<(&String, &Value)> =
+                m.iter().filter(|(_, v)| !v.is_object() && !is_nested_array(v)).collect();
             if !scalars.is_empty() {
                 out.push_str("<table>");
                 for (k, v) in scalars {
@@ -791,7 +819,8 @@ pub fn render_json(title: &str, v: &Value, depth: usize, out: &mut String) {
                 }
                 out.push_str("</table>");
             }
-            let objects: Vec<(&String, &Value)> = m.iter().filter(|(_, v)| v.is_object() || is_nested_array(v)).collect();
+            let objects: Vec<(&String, &Value)> =
+                m.iter().filter(|(_, v)| v.is_object() || is_nested_array(v)).collect();
             let hists: Vec<(&String, &Value)> = objects.iter().copied().filter(|(_, v)| is_histogram(v)).collect();
             let mut charts = String::new();
             if hists.len() >= 2 {
@@ -1000,7 +1029,12 @@ fn section_verdict_summary(d: &ReportData, out: &mut String) {
     let hostile = d.environment["doctor"]["hostile"].as_array().map(Vec::len).unwrap_or(0);
     out.push_str("<section id=\"summary\"><ul>");
     if decided.is_empty() {
-        let _ = write!(out, "<li>No metric regressed or improved beyond ±{}% ({} comparisons).</li>", fmt_num(d.comparison.theta * 100.0), d.comparison.rows.len());
+        let _ = write!(
+            out,
+            "<li>No metric regressed or improved beyond ±{}% ({} comparisons).</li>",
+            fmt_num(d.comparison.theta * 100.0),
+            d.comparison.rows.len()
+        );
     }
     for r in decided {
         let v = r.verdict.as_str();
@@ -1018,7 +1052,10 @@ fn section_verdict_summary(d: &ReportData, out: &mut String) {
         );
     }
     if hostile > 0 {
-        let _ = write!(out, "<li>{hostile} benchmark-hostile doctor finding(s) when this ran: see <a href=\"#doctor\">doctor</a>.</li>");
+        let _ = write!(
+            out,
+            "<li>{hostile} benchmark-hostile doctor finding(s) when this ran: see <a href=\"#doctor\">doctor</a>.</li>"
+        );
     }
     out.push_str("</ul></section>");
 }
@@ -1118,7 +1155,11 @@ mod tests {
             },
             series: vec![],
             runs: vec![
-                run(1, "a", vec![("blocktrace".into(), blocktrace), ("fs_before".into(), before), ("fs_after".into(), after)]),
+                run(
+                    1,
+                    "a",
+                    vec![("blocktrace".into(), blocktrace), ("fs_before".into(), before), ("fs_after".into(), after)],
+                ),
                 run(2, "b", vec![("blocktrace".into(), off)]),
             ],
         }

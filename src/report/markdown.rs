@@ -153,7 +153,8 @@ pub fn render_markdown(d: &ReportData) -> String {
     }
     out.push_str("\n\n### Environment\n\n");
     let env = &d.environment;
-    let _ = writeln!(out, "- kernel: {} {}", md_esc(&text(&env["kernel_release"])), md_esc(&text(&env["kernel_version"])));
+    let _ =
+        writeln!(out, "- kernel: {} {}", md_esc(&text(&env["kernel_release"])), md_esc(&text(&env["kernel_version"])));
     let _ = writeln!(out, "- CPU: {} × {}", md_esc(&text(&env["cpu_count"])), md_esc(&text(&env["cpu_model"])));
     if let Some(kb) = env["mem_total_kb"].as_f64() {
         let _ = writeln!(out, "- memory: {} GiB", fmt_num(kb / 1024.0 / 1024.0));

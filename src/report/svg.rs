@@ -304,9 +304,7 @@ pub struct Line {
 pub fn line_chart(kind: &str, title: &str, x_label: &str, y_label: &str, lines: &[Line]) -> String {
     let mut out = String::new();
     open_svg(&mut out, kind, title);
-    let ys = lines.iter().flat_map(|l| {
-        l.points.iter().map(|p| p.1).chain(l.err.iter().flat_map(|e| [e.0, e.1]))
-    });
+    let ys = lines.iter().flat_map(|l| l.points.iter().map(|p| p.1).chain(l.err.iter().flat_map(|e| [e.0, e.1])));
     let (lo, hi) = padded_range(ys);
     let (mut x0, mut x1) = (f64::INFINITY, f64::NEG_INFINITY);
     for p in lines.iter().flat_map(|l| l.points.iter()).filter(|p| p.0.is_finite()) {
@@ -352,7 +350,15 @@ pub fn line_chart(kind: &str, title: &str, x_label: &str, y_label: &str, lines: 
         let col = esc(&l.color);
         let mut seg: Vec<String> = Vec::new();
         let flush = |seg: &mut Vec<String>, out: &mut String| {
-            if seg.len() > 1 {
+            if let [only] = seg.as_slice() {
+                // An isolated sample (e.g. a run shorter than two intervals) stays visible.
+                let (cx, cy) = only.split_once(',').unwrap_or(("0", "0"));
+                let _ = write!(
+                    out,
+                    r#"<circle cx="{cx}" cy="{cy}" r="2.5" fill="{col}"><title>{}</title></circle>"#,
+                    esc(&l.name)
+                );
+            } else if seg.len() > 1 {
                 let _ = write!(
                     out,
                     r#"<polyline fill="none" stroke="{col}" stroke-width="1.8" points="{}"><title>{}</title></polyline>"#,
@@ -404,7 +410,12 @@ pub fn line_chart(kind: &str, title: &str, x_label: &str, y_label: &str, lines: 
 
 /// Grouped bar histogram: one group of bars per bucket label, one bar per
 /// series (e.g. read and write).
-pub fn bar_histogram(title: &str, y_label: &str, series: &[(String, String)], buckets: &[(String, Vec<f64>)]) -> String {
+pub fn bar_histogram(
+    title: &str,
+    y_label: &str,
+    series: &[(String, String)],
+    buckets: &[(String, Vec<f64>)],
+) -> String {
     let mut out = String::new();
     open_svg(&mut out, "hist", title);
     let (_, hi) = padded_range(buckets.iter().flat_map(|b| b.1.iter().copied()).chain([0.0]));
@@ -481,8 +492,16 @@ mod tests {
         let s = dot_plot("t", "s", &[g]);
         assert!(s.contains("&lt;a&gt;") && !s.contains("<a>"));
         assert!(dot_plot("t", "s", &[]).ends_with("</svg>"));
-        let l = Line { name: "x".into(), color: color(1).into(), points: vec![(0.0, f64::NAN), (1.0, 2.0)], err: vec![], markers: true };
-        assert!(line_chart("ts", "t", "x", "y", &[l]).contains("circle"));
+        let l = Line {
+            name: "x".into(),
+            color: color(1).into(),
+            points: vec![(0.0, f64::NAN), (1.0, 2.0)],
+            err: vec![],
+            markers: true,
+        };
+        assert!(line_chart("ts", "t", "x", "y", std::slice::from_ref(&l)).contains("circle"));
+        let single = Line { markers: false, ..l };
+        assert!(line_chart("ts", "t", "x", "y", &[single]).contains("<circle"), "isolated point not drawn");
         assert!(line_chart("ts", "t", "x", "y", &[]).ends_with("</svg>"));
         assert!(bar_histogram("h", "n", &[], &[]).ends_with("</svg>"));
         let h = bar_histogram("h", "n", &[("r".into(), color(0).into())], &[("4k".into(), vec![3.0])]);
