@@ -5,6 +5,7 @@ mod compare;
 mod inspect;
 mod iostat;
 mod maintenance;
+mod report;
 mod run;
 
 use std::path::PathBuf;
@@ -37,6 +38,8 @@ enum Command {
     Run(run::RunArgs),
     /// Compare the variants of a stored experiment.
     Compare(compare::CompareArgs),
+    /// Write a self-contained HTML (or Markdown) report of a stored experiment.
+    Report(report::ReportArgs),
     /// Dump the runs of a stored experiment with their metrics.
     Export(maintenance::ExportArgs),
     /// List stored experiments.
@@ -59,6 +62,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Quickstart(args) => run::quickstart(args),
         Command::Run(args) => run::run(args),
         Command::Compare(args) => compare::compare(args),
+        Command::Report(args) => report::report(args),
         Command::Export(args) => maintenance::export(args),
         Command::List(args) => maintenance::list(args),
         Command::Cleanup(args) => maintenance::cleanup(args),

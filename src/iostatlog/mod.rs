@@ -9,6 +9,7 @@
 pub mod compare;
 pub mod parse;
 pub mod record;
+pub mod report;
 pub mod summarize;
 
 use std::path::Path;

@@ -1,8 +1,13 @@
 //! Turning comparison rows and stored runs into text: the mmtests-style
-//! terminal table, JSON, Markdown, and run exports.
+//! terminal table, JSON, Markdown, the single-file HTML report ([`html`],
+//! with hand-written SVG charts in [`svg`]) and run exports.
 //!
 //! Each output format is an [`Exporter`]; the CLI picks one by name.
 
+pub mod data;
+pub mod html;
+pub mod markdown;
+pub mod svg;
 pub mod table;
 
 use anyhow::{bail, Result};

@@ -1,0 +1,173 @@
+//! Everything a report shows, gathered from the store in one place so the
+//! HTML and Markdown renderers only format.
+
+use anyhow::{ensure, Result};
+
+use crate::analysis::{compare_series, ComparisonRow};
+use crate::monitor::MonitorData;
+use crate::stats::CompareConfig;
+use crate::store::{ExperimentRow, MetricSeries, Store, StoredRun};
+
+/// The verdict rows of one experiment, with the settings that produced them.
+#[derive(Clone, Debug)]
+pub struct ComparisonData {
+    pub baseline: String,
+    /// Equivalence band as a fraction (0.02 = ±2%).
+    pub theta: f64,
+    pub alpha: f64,
+    /// Variant names in experiment order.
+    pub variants: Vec<String>,
+    pub rows: Vec<ComparisonRow>,
+}
+
+/// The comparison `fslab compare` prints for experiment `id`: the baseline
+/// (argument, else the experiment's, else its first variant), θ (argument as
+/// a fraction, else the experiment's) and α from the stored plan.
+pub fn comparison_for(store: &Store, id: i64, baseline: Option<&str>, theta: Option<f64>) -> Result<ComparisonData> {
+    let experiment = store.experiment(id)?;
+    comparison_of(store, &experiment, baseline, theta)
+}
+
+fn comparison_of(
+    store: &Store,
+    experiment: &ExperimentRow,
+    baseline: Option<&str>,
+    theta: Option<f64>,
+) -> Result<ComparisonData> {
+    let id = experiment.id;
+    let stored: serde_json::Value = serde_json::from_str(&experiment.plan_json).unwrap_or_default();
+    let spec = &stored["experiment"];
+    let variants: Vec<String> = experiment.variants.iter().map(|v| v.name.clone()).collect();
+    let baseline = match baseline {
+        Some(b) => {
+            ensure!(variants.iter().any(|v| v == b), "experiment {id} has no variant `{b}`");
+            b.to_string()
+        }
+        None => spec["baseline"].as_str().map(str::to_string).or_else(|| variants.first().cloned()).unwrap_or_default(),
+    };
+    let mut cfg = CompareConfig::default();
+    if let Some(alpha) = spec["alpha"].as_f64() {
+        cfg.alpha = alpha;
+    }
+    cfg.theta = theta.or_else(|| spec["theta"].as_f64()).unwrap_or(cfg.theta);
+    let rows = compare_series(&store.metric_series(id)?, &baseline, &cfg);
+    Ok(ComparisonData { baseline, theta: cfg.theta, alpha: cfg.alpha, variants, rows })
+}
+
+/// One run with its monitor samples and extra evidence.
+#[derive(Clone, Debug)]
+pub struct RunData {
+    pub run: StoredRun,
+    /// `None` when the run had no monitor.
+    pub monitor: Option<MonitorData>,
+    /// `(kind, JSON)` pairs from [`Store::run_extras`].
+    pub extras: Vec<(String, serde_json::Value)>,
+}
+
+/// Everything the experiment report shows.
+#[derive(Clone, Debug)]
+pub struct ReportData {
+    pub experiment: ExperimentRow,
+    /// The stored plan (`{"experiment": …, "first_rounds": …}`), parsed.
+    pub plan: serde_json::Value,
+    /// The captured environment (with its `doctor` key), parsed.
+    pub environment: serde_json::Value,
+    pub comparison: ComparisonData,
+    pub series: Vec<MetricSeries>,
+    pub runs: Vec<RunData>,
+}
+
+impl ReportData {
+    /// Reads experiment `id` with all its runs, samples and extras.
+    pub fn load(store: &Store, id: i64, baseline: Option<&str>, theta: Option<f64>) -> Result<ReportData> {
+        let experiment = store.experiment(id)?;
+        let comparison = comparison_of(store, &experiment, baseline, theta)?;
+        let plan = serde_json::from_str(&experiment.plan_json).unwrap_or_default();
+        let environment = serde_json::from_str(&experiment.environment_json).unwrap_or_default();
+        let series = store.metric_series(id)?;
+        let mut runs = Vec::new();
+        for run in store.runs(id)? {
+            let monitor = store.monitor(run.id)?;
+            let extras = store.run_extras(run.id)?;
+            runs.push(RunData { run, monitor, extras });
+        }
+        Ok(ReportData { experiment, plan, environment, comparison, series, runs })
+    }
+
+    /// Variant names in experiment order, then any only seen in runs.
+    pub fn variant_names(&self) -> Vec<String> {
+        let mut names = self.comparison.variants.clone();
+        for r in &self.runs {
+            if !names.contains(&r.run.variant) {
+                names.push(r.run.variant.clone());
+            }
+        }
+        names
+    }
+
+    /// The variant's configuration from the stored plan (`Null` if absent).
+    pub fn variant_config(&self, name: &str) -> serde_json::Value {
+        if let Some(v) = self.plan["experiment"]["variants"]
+            .as_array()
+            .and_then(|vs| vs.iter().find(|v| v["name"].as_str() == Some(name)))
+        {
+            return v.clone();
+        }
+        self.experiment
+            .variants
+            .iter()
+            .find(|v| v.name == name)
+            .and_then(|v| serde_json::from_str(&v.config_json).ok())
+            .unwrap_or_default()
+    }
+}
+
+/// A sweep point parsed from a `<name>-<number>` label.
+pub fn sweep_point(label: &str) -> Option<(&str, f64)> {
+    let (name, num) = label.rsplit_once('-')?;
+    if name.is_empty() || num.is_empty() || !num.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let x: f64 = num.parse().ok()?;
+    x.is_finite().then_some((name, x))
+}
+
+/// Arithmetic mean and its 95% Student-t confidence interval.
+pub fn mean_ci(values: &[f64]) -> (f64, (f64, f64)) {
+    let xs: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    let n = xs.len();
+    if n == 0 {
+        return (f64::NAN, (f64::NAN, f64::NAN));
+    }
+    let mean = xs.iter().sum::<f64>() / n as f64;
+    if n < 2 {
+        return (mean, (f64::NAN, f64::NAN));
+    }
+    let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64;
+    let half = crate::stats::t_quantile(0.975, (n - 1) as f64) * (var / n as f64).sqrt();
+    (mean, (mean - half, mean + half))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sweep_labels() {
+        assert_eq!(sweep_point("shell1-8"), Some(("shell1", 8.0)));
+        assert_eq!(sweep_point("filemix-16"), Some(("filemix", 16.0)));
+        assert_eq!(sweep_point("wall_s"), None);
+        assert_eq!(sweep_point("-3"), None);
+        assert_eq!(sweep_point("a-"), None);
+        assert_eq!(sweep_point("a-1e5"), None);
+    }
+
+    #[test]
+    fn ci_of_mean() {
+        let (m, (lo, hi)) = mean_ci(&[1.0, 2.0, 3.0]);
+        assert_eq!(m, 2.0);
+        assert!((hi - 2.0 - 2.484).abs() < 0.01 && (2.0 - lo - 2.484).abs() < 0.01);
+        assert!(mean_ci(&[]).0.is_nan());
+        assert!(mean_ci(&[1.0]).1 .0.is_nan());
+    }
+}
