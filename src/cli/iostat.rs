@@ -30,6 +30,31 @@ enum IostatCommand {
     Compare(CompareLogsArgs),
     /// Record live diskstats of a block device as an `iostat -x -t -k` log.
     Record(RecordArgs),
+    /// Time-series charts of one or more logs in one self-contained HTML file.
+    Report(ReportLogsArgs),
+}
+
+#[derive(Args, Debug)]
+struct ReportLogsArgs {
+    /// iostat logs to chart (overlaid per device).
+    #[arg(required = true)]
+    logs: Vec<PathBuf>,
+    /// Output HTML file.
+    #[arg(short, long, default_value = "iostat.html")]
+    output: PathBuf,
+    #[command(flatten)]
+    read: ReadOpts,
+}
+
+fn report(args: ReportLogsArgs) -> Result<ExitCode> {
+    let mut logs = Vec::new();
+    for path in &args.logs {
+        logs.push((path.display().to_string(), read_log(path, &args.read)?));
+    }
+    let html = iostatlog::report::render_html(&logs);
+    std::fs::write(&args.output, html).with_context(|| format!("writing {}", args.output.display()))?;
+    eprintln!("wrote {}", args.output.display());
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Options shared by everything that reads logs.
@@ -157,6 +182,7 @@ pub fn iostat(args: IostatArgs) -> Result<ExitCode> {
         IostatCommand::Summarize(a) => summarize(a),
         IostatCommand::Compare(a) => compare(a),
         IostatCommand::Record(a) => record(a),
+        IostatCommand::Report(a) => report(a),
     }
 }
 
