@@ -54,3 +54,10 @@ fn reaim_disk_quick() {
         run_quick("reaim-disk.toml");
     }
 }
+
+#[test]
+fn squashfs_coldstart_quick() {
+    if common::root_or_skip() {
+        run_quick("squashfs-coldstart.toml");
+    }
+}
