@@ -53,7 +53,7 @@ pub fn attach_with(image: &Path, read_only: bool) -> Result<PathBuf> {
 pub fn detach(device: &Path) -> Result<()> {
     let dev = device.to_str().context("device path is not UTF-8")?;
     let mut last_error = None;
-    for attempt in 0..100u64 {
+    for attempt in 0..300u64 {
         if backing_file(device).is_none() {
             return Ok(());
         }
@@ -66,7 +66,7 @@ pub fn detach(device: &Path) -> Result<()> {
     }
     match last_error {
         Some(e) => Err(e).context(format!("detaching {dev}")),
-        None => bail!("{dev} is still attached 5 s after detaching (something holds it open)"),
+        None => bail!("{dev} is still attached 15 s after detaching (something holds it open)"),
     }
 }
 

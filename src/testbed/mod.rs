@@ -331,6 +331,12 @@ impl Testbed {
         }
         if self.loop_attached && !self.mounted {
             if let Some(dev) = &self.device {
+                if self.fstype == "btrfs" {
+                    // btrfs keeps scanned devices registered; let go of ours.
+                    if let Some(d) = dev.to_str() {
+                        let _ = run_tool("btrfs", &["device", "scan", "--forget", d]);
+                    }
+                }
                 match loopdev::detach(dev) {
                     Ok(()) => self.loop_attached = false,
                     Err(e) => errors.push(format!("{e:#}")),
