@@ -71,6 +71,9 @@ pub fn compare_series(series: &[MetricSeries], baseline: &str, cfg: &CompareConf
                         .map(|v| (b, v))
                 })
                 .collect();
+            // Sweep points in numeric order: filemix-1, filemix-8, filemix-16.
+            let mut pairs = pairs;
+            pairs.sort_by(|(a, _), (b, _)| natural_key(&a.metric).cmp(&natural_key(&b.metric)));
             let items: Vec<(&[f64], &[f64], bool)> =
                 pairs.iter().map(|(b, v)| (b.values.as_slice(), v.values.as_slice(), b.higher_is_better)).collect();
             let comparisons = compare_family(&items, cfg);
@@ -113,6 +116,26 @@ fn row(b: &MetricSeries, v: &MetricSeries, c: Comparison) -> ComparisonRow {
     }
 }
 
+/// Sort key that orders embedded numbers by value (`x-8` before `x-16`).
+fn natural_key(name: &str) -> Vec<(String, u64)> {
+    let mut key = Vec::new();
+    let mut text = String::new();
+    let mut digits = String::new();
+    for c in name.chars() {
+        if c.is_ascii_digit() {
+            digits.push(c);
+        } else {
+            if !digits.is_empty() {
+                key.push((std::mem::take(&mut text), digits.parse().unwrap_or(u64::MAX)));
+                digits.clear();
+            }
+            text.push(c);
+        }
+    }
+    key.push((text, digits.parse().unwrap_or(0)));
+    key
+}
+
 /// True when no row that matters is inconclusive (adaptive repetition may
 /// stop). `decisive_metrics(workload)` names the metrics that matter for a
 /// workload label; None means all of them.
@@ -120,4 +143,16 @@ pub fn all_decisive<'a>(rows: &[ComparisonRow], decisive_metrics: impl Fn(&str) 
     rows.iter()
         .filter(|r| decisive_metrics(&r.workload).is_none_or(|names| names.contains(&r.metric.as_str())))
         .all(|r| r.verdict != Verdict::Inconclusive)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::natural_key;
+
+    #[test]
+    fn sweep_points_sort_by_number() {
+        let mut names = vec!["filemix-16", "filemix-1", "filemix-8", "coldstart-2/p50_s", "coldstart-10/p50_s", "abc"];
+        names.sort_by_key(|n| natural_key(n));
+        assert_eq!(names, vec!["abc", "coldstart-2/p50_s", "coldstart-10/p50_s", "filemix-1", "filemix-8", "filemix-16"]);
+    }
 }
