@@ -6,9 +6,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::DbArg;
-use fslab::analysis::compare_series;
+use fslab::report::data::comparison_for;
 use fslab::report::{table::Terminal, CompareFormat, CompareReport, JsonRows};
-use fslab::stats::CompareConfig;
 use fslab::store::Store;
 
 #[derive(Args, Debug)]
@@ -42,30 +41,15 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
 /// Print the comparison table (or JSON rows) of experiment `id`.
 pub fn print_comparison(store: &Store, id: i64, baseline: Option<&str>, theta: Option<f64>, json: bool) -> Result<()> {
     let experiment = store.experiment(id)?;
-    let stored: serde_json::Value = serde_json::from_str(&experiment.plan_json).unwrap_or_default();
-    let spec = &stored["experiment"];
-    let variants: Vec<String> = experiment.variants.iter().map(|v| v.name.clone()).collect();
-    let baseline = match baseline {
-        Some(b) => {
-            anyhow::ensure!(variants.iter().any(|v| v == b), "experiment {id} has no variant `{b}`");
-            b.to_string()
-        }
-        None => spec["baseline"].as_str().map(str::to_string).or_else(|| variants.first().cloned()).unwrap_or_default(),
-    };
-    let mut cfg = CompareConfig::default();
-    if let Some(alpha) = spec["alpha"].as_f64() {
-        cfg.alpha = alpha;
-    }
-    cfg.theta = theta.or_else(|| spec["theta"].as_f64()).unwrap_or(cfg.theta);
-    let rows = compare_series(&store.metric_series(id)?, &baseline, &cfg);
+    let data = comparison_for(store, id, baseline, theta)?;
     let report = CompareReport {
         experiment_id: id,
         experiment_name: &experiment.name,
-        baseline: &baseline,
-        variants,
-        theta: cfg.theta,
-        alpha: cfg.alpha,
-        rows: &rows,
+        baseline: &data.baseline,
+        variants: data.variants.clone(),
+        theta: data.theta,
+        alpha: data.alpha,
+        rows: &data.rows,
     };
     let text = if json { JsonRows.render(&report)? } else { Terminal.render(&report)? };
     print!("{text}");
