@@ -471,27 +471,35 @@ fn resolve_workload(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<
 /// Most looping copies a `shell1` level may run.
 const MAX_CONCURRENCY: i64 = 256;
 
-fn resolve_shell1(cx: &Ctx, table: &WorkloadTable) -> Result<WorkloadParams> {
-    let concurrency = match &table.concurrency {
-        None => vec![1],
-        Some(c) => {
-            let levels = c.get_ref();
-            if levels.is_empty() {
-                return Err(cx.err(c.span(), "concurrency", "needs at least one level, e.g. [1, 2, 4, 8]"));
-            }
-            let mut out: Vec<u32> = Vec::new();
-            for &level in levels {
-                if !(1..=MAX_CONCURRENCY).contains(&level) {
-                    return Err(cx.err(c.span(), "concurrency", format!("{level} is not between 1 and {MAX_CONCURRENCY}")));
-                }
-                if out.contains(&(level as u32)) {
-                    return Err(cx.err(c.span(), "concurrency", format!("{level} is listed twice")));
-                }
-                out.push(level as u32);
-            }
-            out
+/// A sweep list (`concurrency`, `users`, `readers`): non-empty, each level
+/// in 1..=max, no repeats.
+fn levels(
+    cx: &Ctx,
+    value: Option<&Spanned<Vec<i64>>>,
+    key: &str,
+    default: Vec<u32>,
+    example: &str,
+    max: i64,
+) -> Result<Vec<u32>> {
+    let Some(list) = value else { return Ok(default) };
+    if list.get_ref().is_empty() {
+        return Err(cx.err(list.span(), key, format!("needs at least one level, e.g. {example}")));
+    }
+    let mut out: Vec<u32> = Vec::new();
+    for &level in list.get_ref() {
+        if !(1..=max).contains(&level) {
+            return Err(cx.err(list.span(), key, format!("{level} is not between 1 and {max}")));
         }
-    };
+        if out.contains(&(level as u32)) {
+            return Err(cx.err(list.span(), key, format!("{level} is listed twice")));
+        }
+        out.push(level as u32);
+    }
+    Ok(out)
+}
+
+fn resolve_shell1(cx: &Ctx, table: &WorkloadTable) -> Result<WorkloadParams> {
+    let concurrency = levels(cx, table.concurrency.as_ref(), "concurrency", vec![1], "[1, 2, 4, 8]", MAX_CONCURRENCY)?;
     let duration = match &table.duration {
         None => Duration::from_secs(60),
         Some(d) if d.get_ref().0 < Duration::from_secs(1) => {
@@ -600,26 +608,7 @@ const MIN_WORKING_SET: u64 = 64 << 10;
 const MAX_WORKING_SET: u64 = 1 << 30;
 
 fn resolve_filemix(cx: &Ctx, table: &WorkloadTable) -> Result<WorkloadParams> {
-    let users = match &table.users {
-        None => vec![1, 8],
-        Some(u) => {
-            let levels = u.get_ref();
-            if levels.is_empty() {
-                return Err(cx.err(u.span(), "users", "needs at least one level, e.g. [1, 8, 16]"));
-            }
-            let mut out: Vec<u32> = Vec::new();
-            for &level in levels {
-                if !(1..=MAX_USERS).contains(&level) {
-                    return Err(cx.err(u.span(), "users", format!("{level} is not between 1 and {MAX_USERS}")));
-                }
-                if out.contains(&(level as u32)) {
-                    return Err(cx.err(u.span(), "users", format!("{level} is listed twice")));
-                }
-                out.push(level as u32);
-            }
-            out
-        }
-    };
+    let users = levels(cx, table.users.as_ref(), "users", vec![1, 8], "[1, 8, 16]", MAX_USERS)?;
     let duration = match &table.duration {
         None => Duration::from_secs(60),
         Some(d) if d.get_ref().0 < Duration::from_secs(1) => {
@@ -657,24 +646,6 @@ fn resolve_coldstart(cx: &Ctx, table: &WorkloadTable) -> Result<WorkloadParams> 
         Some(c) if (0.0..=1.0).contains(c.get_ref()) => *c.get_ref(),
         Some(c) => return Err(cx.err(c.span(), "compressibility", "must be between 0 and 1")),
     };
-    let readers = match &table.readers {
-        None => vec![1, 2, 4],
-        Some(r) => {
-            if r.get_ref().is_empty() {
-                return Err(cx.err(r.span(), "readers", "needs at least one level, e.g. [1, 2, 4]"));
-            }
-            let mut out: Vec<u32> = Vec::new();
-            for &level in r.get_ref() {
-                if !(1..=MAX_CONCURRENCY).contains(&level) {
-                    return Err(cx.err(r.span(), "readers", format!("{level} is not between 1 and {MAX_CONCURRENCY}")));
-                }
-                if out.contains(&(level as u32)) {
-                    return Err(cx.err(r.span(), "readers", format!("{level} is listed twice")));
-                }
-                out.push(level as u32);
-            }
-            out
-        }
-    };
+    let readers = levels(cx, table.readers.as_ref(), "readers", vec![1, 2, 4], "[1, 2, 4]", MAX_CONCURRENCY)?;
     Ok(WorkloadParams::Coldstart { files, scale, compressibility, readers })
 }
