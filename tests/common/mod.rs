@@ -2,6 +2,8 @@
 //! so they need root; every test uses its own work directory.
 #![allow(dead_code)]
 
+pub mod bed;
+
 use std::path::{Path, PathBuf};
 
 /// Skip (with a loud note) when not root: provisioning needs it. CI runs as root.
