@@ -108,7 +108,9 @@ impl CompareFormat for Terminal {
 }
 
 fn number(x: f64) -> String {
-    if x.abs() >= 1000.0 {
+    if !x.is_finite() {
+        "–".to_string()
+    } else if x.abs() >= 1000.0 {
         format!("{x:.1}")
     } else if x.abs() >= 1.0 {
         format!("{x:.2}")
@@ -119,6 +121,9 @@ fn number(x: f64) -> String {
 
 /// `( -1.23%)` or, for a decisive change, `* -10.88%*` (mmtests style).
 fn marked_change(r: &ComparisonRow) -> String {
+    if !r.change_pct.is_finite() {
+        return "(      –)".to_string();
+    }
     match r.verdict {
         Verdict::Regressed | Verdict::Improved => format!("*{:7.2}%*", r.change_pct),
         _ => format!("({:7.2}%)", r.change_pct),
