@@ -17,7 +17,7 @@ use super::data::{mean_ci, sweep_point, ReportData, RunData};
 use super::svg::{bar_histogram, color, dot_plot, esc, fmt_num, line_chart, DotGroup, Line};
 use crate::monitor::MonitorData;
 use crate::record::RunStatus;
-use crate::stats::{MeanKind, Verdict};
+use crate::stats::Verdict;
 
 const CSS: &str = r#"
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0 auto;max-width:1320px;padding:8px 20px 40px;color:#222;background:#fafafa;font-size:14px}
@@ -489,10 +489,7 @@ fn section_verdicts(d: &ReportData, out: &mut String) {
             esc(&r.metric),
             esc(&r.unit),
             esc(&r.variant),
-            match r.mean_kind {
-                MeanKind::Harmonic => "Hmean",
-                MeanKind::Arithmetic => "Amean",
-            },
+            r.mean_kind.label(),
             fmt_num(r.mean_baseline),
             fmt_num(r.mean_variant),
             pct(r.change_pct),

@@ -7,7 +7,6 @@ use serde_json::Value;
 
 use super::data::ReportData;
 use super::svg::fmt_num;
-use crate::stats::MeanKind;
 
 /// Escapes text for a Markdown table cell or inline text: pipes, HTML
 /// brackets, backticks and emphasis characters cannot break the layout or
@@ -92,10 +91,7 @@ pub fn render_markdown(d: &ReportData) -> String {
                 md_esc(&r.metric),
                 md_esc(&r.unit),
                 md_esc(&r.variant),
-                match r.mean_kind {
-                    MeanKind::Harmonic => "Hmean",
-                    MeanKind::Arithmetic => "Amean",
-                },
+                r.mean_kind.label(),
                 fmt_num(r.mean_baseline),
                 fmt_num(r.mean_variant),
                 pct(r.change_pct),

@@ -16,7 +16,7 @@ use comfy_table::{presets::NOTHING, Cell, CellAlignment, Table};
 
 use super::{CompareFormat, CompareReport};
 use crate::analysis::ComparisonRow;
-use crate::stats::{MeanKind, Verdict};
+use crate::stats::Verdict;
 
 /// mmtests-layout text table with verdicts and a detail line per change.
 pub struct Terminal;
@@ -57,10 +57,7 @@ impl CompareFormat for Terminal {
                 report.rows.iter().filter(|r| r.workload == workload && r.metric == metric).collect();
             let first = rows[0];
             let mut line = vec![
-                Cell::new(match first.mean_kind {
-                    MeanKind::Harmonic => "Hmean",
-                    MeanKind::Arithmetic => "Amean",
-                }),
+                Cell::new(first.mean_kind.label()),
                 Cell::new(format!("{workload}/{metric}")),
                 Cell::new(format!("{} (  0.00%)", number(first.mean_baseline))).set_alignment(CellAlignment::Right),
             ];

@@ -15,6 +15,16 @@ pub enum MeanKind {
     Arithmetic,
 }
 
+impl MeanKind {
+    /// The mmtests row label: `Hmean` or `Amean`.
+    pub fn label(self) -> &'static str {
+        match self {
+            MeanKind::Harmonic => "Hmean",
+            MeanKind::Arithmetic => "Amean",
+        }
+    }
+}
+
 /// Summary statistics of one variant's repeated runs of one metric.
 ///
 /// Non-finite inputs (NaN, ±inf) are ignored: `n` counts only the finite

@@ -501,10 +501,7 @@ impl Workload for Filemix {
 
     fn prepare(&mut self, ctx: &RunContext) -> Result<()> {
         let root = ctx.dir.join(TREE);
-        if root.exists() {
-            fs::remove_dir_all(&root).with_context(|| format!("removing old {}", root.display()))?;
-        }
-        fs::create_dir(&root).with_context(|| format!("creating {}", root.display()))?;
+        super::fresh_dir(&root)?;
         let most = self.users.iter().copied().max().unwrap_or(1);
         for u in 0..most {
             if cancelled() {

@@ -139,10 +139,7 @@ impl Workload for Metadata {
 
     fn prepare(&mut self, ctx: &RunContext) -> Result<()> {
         let root = ctx.dir.join(TREE);
-        if root.exists() {
-            fs::remove_dir_all(&root).with_context(|| format!("removing old {}", root.display()))?;
-        }
-        fs::create_dir(&root).with_context(|| format!("creating {}", root.display()))?;
+        super::fresh_dir(&root)?;
         for d in 0..self.dirs {
             let dir = Self::dir_path(&root, d);
             fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;

@@ -98,3 +98,12 @@ pub trait Workload: Send {
         Ok(())
     }
 }
+
+/// An empty directory at `path`, removing what an earlier run left there.
+pub(crate) fn fresh_dir(path: &Path) -> Result<()> {
+    use anyhow::Context;
+    if path.exists() {
+        std::fs::remove_dir_all(path).with_context(|| format!("removing old {}", path.display()))?;
+    }
+    std::fs::create_dir(path).with_context(|| format!("creating {}", path.display()))
+}
