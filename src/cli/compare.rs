@@ -30,10 +30,7 @@ pub struct CompareArgs {
 
 pub fn compare(args: CompareArgs) -> Result<ExitCode> {
     let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
-    let id = match args.experiment {
-        Some(id) => id,
-        None => store.latest_experiment()?.with_context(|| format!("{} holds no experiments", args.db.db.display()))?,
-    };
+    let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     print_comparison(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0), args.json)?;
     Ok(ExitCode::SUCCESS)
 }

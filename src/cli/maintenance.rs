@@ -30,10 +30,7 @@ pub struct ExportArgs {
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
     let exporter = exporter(&args.format)?;
     let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
-    let id = match args.experiment {
-        Some(id) => id,
-        None => store.latest_experiment()?.with_context(|| format!("{} holds no experiments", args.db.db.display()))?,
-    };
+    let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     let text = exporter.export(&store, id)?;
     match args.output {
         Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?,

@@ -22,6 +22,15 @@ pub struct Cli {
     command: Command,
 }
 
+/// The stored experiment `id`, or the newest one in `db`.
+pub fn experiment_id(store: &fslab::store::Store, db: &std::path::Path, id: Option<i64>) -> Result<i64> {
+    use anyhow::Context;
+    match id {
+        Some(id) => Ok(id),
+        None => store.latest_experiment()?.with_context(|| format!("{} holds no experiments", db.display())),
+    }
+}
+
 /// Where results live.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DbArg {

@@ -44,10 +44,7 @@ pub struct ReportArgs {
 
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
     let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
-    let id = match args.experiment {
-        Some(id) => id,
-        None => store.latest_experiment()?.with_context(|| format!("{} holds no experiments", args.db.db.display()))?,
-    };
+    let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     let data = ReportData::load(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0))?;
     let (text, default_out) = match args.format {
         ReportFormat::Html => (html::render_html(&data), Some(PathBuf::from("report.html"))),

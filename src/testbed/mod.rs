@@ -114,23 +114,7 @@ impl Testbed {
         let dir = workdir.join(&name);
         fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mountpoint = dir.join("mnt");
-        let mut bed = Testbed {
-            dir,
-            mountpoint,
-            fstype: variant.fs.fstype().to_string(),
-            device: None,
-            device_name: None,
-            image: None,
-            throttle: None,
-            mount_facts: None,
-            queue: Vec::new(),
-            staging: None,
-            metrics: Vec::new(),
-            loop_attached: false,
-            mounted: false,
-            owns_dir: true,
-            torn_down: false,
-        };
+        let mut bed = Testbed::unbuilt(dir, mountpoint, variant.fs.fstype(), true);
         let built = if variant.fs.is_read_only_image() {
             bed.build_image(variant, &name, device, populate)
         } else {
@@ -148,10 +132,16 @@ impl Testbed {
     }
 
     fn existing_dir(dir: &Path) -> Testbed {
+        Testbed::unbuilt(dir.to_path_buf(), dir.to_path_buf(), "dir", false)
+    }
+
+    /// A testbed with nothing created yet; `owns_dir` says whether teardown
+    /// may delete `dir`.
+    fn unbuilt(dir: PathBuf, mountpoint: PathBuf, fstype: &str, owns_dir: bool) -> Testbed {
         Testbed {
-            dir: dir.to_path_buf(),
-            mountpoint: dir.to_path_buf(),
-            fstype: "dir".to_string(),
+            dir,
+            mountpoint,
+            fstype: fstype.to_string(),
             device: None,
             device_name: None,
             image: None,
@@ -162,7 +152,7 @@ impl Testbed {
             metrics: Vec::new(),
             loop_attached: false,
             mounted: false,
-            owns_dir: false,
+            owns_dir,
             torn_down: false,
         }
     }
