@@ -73,7 +73,7 @@ pub fn compare_series(series: &[MetricSeries], baseline: &str, cfg: &CompareConf
                 .collect();
             // Sweep points in numeric order: filemix-1, filemix-8, filemix-16.
             let mut pairs = pairs;
-            pairs.sort_by(|(a, _), (b, _)| natural_key(&a.metric).cmp(&natural_key(&b.metric)));
+            pairs.sort_by_key(|(a, _)| natural_key(&a.metric));
             let items: Vec<(&[f64], &[f64], bool)> =
                 pairs.iter().map(|(b, v)| (b.values.as_slice(), v.values.as_slice(), b.higher_is_better)).collect();
             let comparisons = compare_family(&items, cfg);
@@ -153,6 +153,9 @@ mod tests {
     fn sweep_points_sort_by_number() {
         let mut names = vec!["filemix-16", "filemix-1", "filemix-8", "coldstart-2/p50_s", "coldstart-10/p50_s", "abc"];
         names.sort_by_key(|n| natural_key(n));
-        assert_eq!(names, vec!["abc", "coldstart-2/p50_s", "coldstart-10/p50_s", "filemix-1", "filemix-8", "filemix-16"]);
+        assert_eq!(
+            names,
+            vec!["abc", "coldstart-2/p50_s", "coldstart-10/p50_s", "filemix-1", "filemix-8", "filemix-16"]
+        );
     }
 }

@@ -29,5 +29,7 @@ pub mod runner;
 pub mod stats;
 pub mod store;
 pub mod testbed;
+#[doc(hidden)]
+pub mod testsupport;
 pub mod units;
 pub mod workload;

@@ -31,7 +31,11 @@ impl Bytes {
             "MB" => 1e6,
             "GB" => 1e9,
             "TB" => 1e12,
-            other => return Err(format!("`{text}`: unknown size unit `{other}` (use k, M, G, T, KiB, MiB, GiB, kB, MB, GB)")),
+            other => {
+                return Err(format!(
+                    "`{text}`: unknown size unit `{other}` (use k, M, G, T, KiB, MiB, GiB, kB, MB, GB)"
+                ))
+            }
         };
         let bytes = value * multiplier;
         if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
@@ -45,7 +49,7 @@ impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         const UNITS: [(&str, u64); 4] = [("TiB", 1 << 40), ("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)];
         for (name, size) in UNITS {
-            if self.0 >= size && self.0 % size == 0 {
+            if self.0 >= size && self.0.is_multiple_of(size) {
                 return write!(f, "{}{}", self.0 / size, name);
             }
         }

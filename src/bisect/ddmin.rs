@@ -126,8 +126,7 @@ mod tests {
     }
 
     fn one_minimal(result: &[usize], fails: impl Fn(&[usize]) -> bool) -> bool {
-        fails(result)
-            && result.iter().all(|x| !fails(&result.iter().copied().filter(|y| y != x).collect::<Vec<_>>()))
+        fails(result) && result.iter().all(|x| !fails(&result.iter().copied().filter(|y| y != x).collect::<Vec<_>>()))
     }
 
     #[test]

@@ -142,7 +142,11 @@ pub fn split(good: &VariantConfig, bad: &VariantConfig) -> Result<Vec<Change>> {
     }
     let mut out = Vec::new();
     let single = |m: Vec<(String, String)>| m.into_iter().map(|(k, t)| (k, vec![t])).collect::<Vec<_>>();
-    out.extend(keyed_changes(ChangeKind::MountOption, &single(mount_tokens(&good.mount)), &single(mount_tokens(&bad.mount))));
+    out.extend(keyed_changes(
+        ChangeKind::MountOption,
+        &single(mount_tokens(&good.mount)),
+        &single(mount_tokens(&bad.mount)),
+    ));
     out.extend(keyed_changes(ChangeKind::Mkfs, &mkfs_groups(&good.mkfs), &mkfs_groups(&bad.mkfs)));
     let sysfs = |v: &VariantConfig| v.sysfs.iter().map(|(k, x)| (k.clone(), vec![x.clone()])).collect::<Vec<_>>();
     out.extend(keyed_changes(ChangeKind::Sysfs, &sysfs(good), &sysfs(bad)));
@@ -158,7 +162,12 @@ pub fn split(good: &VariantConfig, bad: &VariantConfig) -> Result<Vec<Change>> {
         }
     }
     if good.read_ahead_kb != bad.read_ahead_kb {
-        out.push(Change::new(ChangeKind::ReadAheadKb, "read_ahead_kb", opt(&good.read_ahead_kb), opt(&bad.read_ahead_kb)));
+        out.push(Change::new(
+            ChangeKind::ReadAheadKb,
+            "read_ahead_kb",
+            opt(&good.read_ahead_kb),
+            opt(&bad.read_ahead_kb),
+        ));
     }
     if good.scheduler != bad.scheduler {
         out.push(Change::new(ChangeKind::Scheduler, "scheduler", good.scheduler.clone(), bad.scheduler.clone()));
@@ -173,13 +182,14 @@ pub fn split(good: &VariantConfig, bad: &VariantConfig) -> Result<Vec<Change>> {
 pub fn apply(good: &VariantConfig, bad: &VariantConfig, changes: &[&Change], name: &str) -> VariantConfig {
     let mut v = good.clone();
     v.name = name.to_string();
-    let set_keyed = |groups: &mut Vec<(String, Vec<String>)>, c: &Change| {
-        match (groups.iter().position(|(k, _)| *k == c.key), c.bad.is_some()) {
-            (Some(i), true) => groups[i].1 = c.bad_tokens.clone(),
-            (Some(i), false) => drop(groups.remove(i)),
-            (None, true) => groups.push((c.key.clone(), c.bad_tokens.clone())),
-            (None, false) => {}
-        }
+    let set_keyed = |groups: &mut Vec<(String, Vec<String>)>, c: &Change| match (
+        groups.iter().position(|(k, _)| *k == c.key),
+        c.bad.is_some(),
+    ) {
+        (Some(i), true) => groups[i].1 = c.bad_tokens.clone(),
+        (Some(i), false) => drop(groups.remove(i)),
+        (None, true) => groups.push((c.key.clone(), c.bad_tokens.clone())),
+        (None, false) => {}
     };
     let mut mount: Vec<(String, Vec<String>)> =
         mount_tokens(&good.mount).into_iter().map(|(k, t)| (k, vec![t])).collect();
@@ -239,7 +249,8 @@ mod tests {
 
     #[test]
     fn mkfs_groups_keep_flag_and_value_together() {
-        let g = mkfs_groups(&strings(&["-F", "-E", "lazy_itable_init=0,x=1", "-b", "4096", "-O^has_journal", "-E", "y=2"]));
+        let g =
+            mkfs_groups(&strings(&["-F", "-E", "lazy_itable_init=0,x=1", "-b", "4096", "-O^has_journal", "-E", "y=2"]));
         let keys: Vec<&str> = g.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["-F", "-E", "-b", "-O^has_journal", "-E#2"]);
         assert_eq!(g[1].1, strings(&["-E", "lazy_itable_init=0,x=1"]));

@@ -83,7 +83,12 @@ pub struct BisectReport {
 }
 
 /// Bisect the settings between `cfg.good` and `cfg.bad` of `exp`.
-pub fn bisect(exp: &Experiment, cfg: &BisectConfig, store: &mut Store, observer: &mut dyn Observer) -> Result<BisectReport> {
+pub fn bisect(
+    exp: &Experiment,
+    cfg: &BisectConfig,
+    store: &mut Store,
+    observer: &mut dyn Observer,
+) -> Result<BisectReport> {
     let started = std::time::Instant::now();
     let find = |name: &str, flag: &str| {
         exp.variant(name).cloned().ok_or_else(|| {
@@ -189,7 +194,10 @@ pub fn render_text(r: &BisectReport) -> String {
         out.push_str(&s);
         out.push('\n');
     };
-    push(&mut out, format!("bisect-options {}: `{}` (good) vs `{}` (bad) on {}", r.experiment, r.good, r.bad, r.metric));
+    push(
+        &mut out,
+        format!("bisect-options {}: `{}` (good) vs `{}` (bad) on {}", r.experiment, r.good, r.bad, r.metric),
+    );
     push(&mut out, format!("{} differences:", r.changes.len()));
     for (i, c) in r.changes.iter().enumerate() {
         push(&mut out, format!("  [{i}] {}", c.label()));

@@ -129,7 +129,12 @@ impl Oracle<'_> {
         exp.workloads.retain(|w| w.label == self.metric.workload);
         if exp.workloads.is_empty() {
             let labels: Vec<&str> = self.base.workloads.iter().map(|w| w.label.as_str()).collect();
-            bail!("--metric {}: no workload `{}` (workloads: {})", self.metric, self.metric.workload, labels.join(", "));
+            bail!(
+                "--metric {}: no workload `{}` (workloads: {})",
+                self.metric,
+                self.metric.workload,
+                labels.join(", ")
+            );
         }
         Ok(exp)
     }
@@ -141,7 +146,11 @@ impl Oracle<'_> {
         let summary = runner::run(&exp, self.store, &self.options, self.observer)
             .with_context(|| format!("running {}", exp.name))?;
         if summary.interrupted {
-            bail!("interrupted during experiment {} ({}); finished trials are in the store", summary.experiment_id, exp.name);
+            bail!(
+                "interrupted during experiment {} ({}); finished trials are in the store",
+                summary.experiment_id,
+                exp.name
+            );
         }
         let series = self.store.metric_series(summary.experiment_id)?;
         let cfg = CompareConfig { alpha: exp.alpha, theta: exp.theta, ..CompareConfig::default() };
@@ -150,7 +159,8 @@ impl Oracle<'_> {
             .iter()
             .find(|r| r.workload == self.metric.workload && r.metric == self.metric.metric && r.variant == candidate);
         if row.is_none() {
-            let known: Vec<String> = series.iter().filter(|s| s.variant == self.good.name).map(|s| s.metric.clone()).collect();
+            let known: Vec<String> =
+                series.iter().filter(|s| s.variant == self.good.name).map(|s| s.metric.clone()).collect();
             if !known.is_empty() && !known.contains(&self.metric.metric) {
                 return Err(anyhow!(
                     "--metric {}: workload `{}` reports no metric `{}` (it reports: {})",

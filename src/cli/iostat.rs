@@ -87,21 +87,12 @@ struct SummaryArgs {
 impl SummaryArgs {
     fn options(&self) -> Result<SummaryOptions> {
         if let Some(w) = self.window {
-            anyhow::ensure!(
-                w.is_finite() && w > 0.0,
-                "--window must be a positive number of seconds"
-            );
+            anyhow::ensure!(w.is_finite() && w > 0.0, "--window must be a positive number of seconds");
         }
         if let Some(i) = self.interval {
-            anyhow::ensure!(
-                i.is_finite() && i > 0.0,
-                "--interval must be a positive number of seconds"
-            );
+            anyhow::ensure!(i.is_finite() && i > 0.0, "--interval must be a positive number of seconds");
         }
-        anyhow::ensure!(
-            self.util_threshold.is_finite(),
-            "--util-threshold must be a number"
-        );
+        anyhow::ensure!(self.util_threshold.is_finite(), "--util-threshold must be a number");
         Ok(SummaryOptions {
             util_threshold: self.util_threshold,
             window_s: self.window,
@@ -190,12 +181,7 @@ pub fn iostat(args: IostatArgs) -> Result<ExitCode> {
 fn read_log(path: &Path, opts: &ReadOpts) -> Result<IostatLog> {
     let log = iostatlog::parse_file(path, opts.lenient)?;
     for w in &log.warnings {
-        eprintln!(
-            "warning: {}:{}: skipped: {}",
-            path.display(),
-            w.line,
-            w.message
-        );
+        eprintln!("warning: {}:{}: skipped: {}", path.display(), w.line, w.message);
     }
     Ok(log)
 }
@@ -241,7 +227,10 @@ fn parse(args: ParseArgs) -> Result<ExitCode> {
             writeln!(out)?;
         }
         RowFormat::Csv => {
-            writeln!(out, "path,report,time,t_s,device,r_s,w_s,rkb_s,wkb_s,rareq_kb,wareq_kb,aqu_sz,r_await,w_await,util_pct")?;
+            writeln!(
+                out,
+                "path,report,time,t_s,device,r_s,w_s,rkb_s,wkb_s,rareq_kb,wareq_kb,aqu_sz,r_await,w_await,util_pct"
+            )?;
             let o = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
             for (path, log) in &files {
                 for s in &log.samples {
@@ -286,10 +275,7 @@ fn summaries(paths: &[&PathBuf], args: &SummaryArgs) -> Result<Vec<iostatlog::Fi
 fn summarize(args: SummarizeArgs) -> Result<ExitCode> {
     let files = summaries(&args.logs.iter().collect::<Vec<_>>(), &args.summary)?;
     if args.json {
-        emit(&format!(
-            "{}\n",
-            serde_json::to_string_pretty(&serde_json::json!({ "files": files }))?
-        ))?;
+        emit(&format!("{}\n", serde_json::to_string_pretty(&serde_json::json!({ "files": files }))?))?;
     } else {
         emit(&iostatlog::render_summaries(&files))?;
     }
@@ -314,29 +300,18 @@ fn record(args: RecordArgs) -> Result<ExitCode> {
     let count = match (args.count, args.duration) {
         (Some(n), _) => Some(n),
         // Whole intervals that fit in the duration, at least one.
-        (None, Some(d)) => {
-            Some(((d.as_secs_f64() / args.interval.as_secs_f64()).floor() as u64).max(1))
-        }
+        (None, Some(d)) => Some(((d.as_secs_f64() / args.interval.as_secs_f64()).floor() as u64).max(1)),
         (None, None) => None,
     };
     let stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop)).context("installing signal handler")?;
     }
-    let file = std::fs::File::create(&args.output)
-        .with_context(|| format!("creating {}", args.output.display()))?;
+    let file = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
     let mut out = std::io::BufWriter::new(file);
-    let opts = iostatlog::RecordOptions {
-        device: args.device.clone(),
-        interval: args.interval,
-        count,
-    };
+    let opts = iostatlog::RecordOptions { device: args.device.clone(), interval: args.interval, count };
     let n = iostatlog::record(&opts, &mut out, &stop)?;
     out.flush()?;
-    eprintln!(
-        "recorded {n} interval reports of {} to {}",
-        args.device,
-        args.output.display()
-    );
+    eprintln!("recorded {n} interval reports of {} to {}", args.device, args.output.display());
     Ok(ExitCode::SUCCESS)
 }

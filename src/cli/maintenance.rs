@@ -48,7 +48,10 @@ pub struct ListArgs {
 pub fn list(args: ListArgs) -> Result<ExitCode> {
     let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
     for e in store.list_experiments()? {
-        println!("{:>4}  {}  {:<11}  {:>3} ok {:>3} failed  {}", e.id, e.created_at, e.status, e.runs_ok, e.runs_failed, e.name);
+        println!(
+            "{:>4}  {}  {:<11}  {:>3} ok {:>3} failed  {}",
+            e.id, e.created_at, e.status, e.runs_ok, e.runs_failed, e.name
+        );
     }
     Ok(ExitCode::SUCCESS)
 }

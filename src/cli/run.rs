@@ -84,11 +84,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if args.device.is_some() && !args.destroy_data {
         bail!("--device needs --destroy-data");
     }
-    let opts = RunOptions {
-        resume: args.resume,
-        device: args.device.map(|path| DeviceOptIn { path }),
-        workdir: None,
-    };
+    let opts = RunOptions { resume: args.resume, device: args.device.map(|path| DeviceOptIn { path }), workdir: None };
     execute(exp, &args.db, &args.common, opts)
 }
 

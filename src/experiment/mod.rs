@@ -185,20 +185,50 @@ pub enum UntarSource {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum WorkloadParams {
-    Untar { source: UntarSource, scale: f64, compressibility: f64, sync: bool },
-    Command { command: String, prepare: Option<String>, cleanup: Option<String> },
+    Untar {
+        source: UntarSource,
+        scale: f64,
+        compressibility: f64,
+        sync: bool,
+    },
+    Command {
+        command: String,
+        prepare: Option<String>,
+        cleanup: Option<String>,
+    },
     /// UnixBench "Shell Scripts": `concurrency` looping copies for `duration`.
-    Shell1 { concurrency: Vec<u32>, duration: Duration },
+    Shell1 {
+        concurrency: Vec<u32>,
+        duration: Duration,
+    },
     /// fs_mark-style create / stat / unlink of `files` files.
-    Metadata { files: u64, file_size: u64, dirs: u64, threads: u32, fsync: bool },
+    Metadata {
+        files: u64,
+        file_size: u64,
+        dirs: u64,
+        threads: u32,
+        fsync: bool,
+    },
     /// fio with an inline job or a job file.
-    Fio { job: FioJob },
+    Fio {
+        job: FioJob,
+    },
     /// reaim "disk"-style job mix: `users` concurrent users for `duration`,
     /// job sequence drawn from `seed` (None: the experiment's seed), each
     /// user's files totalling `working_set` bytes.
-    Filemix { users: Vec<u32>, duration: Duration, seed: Option<u64>, working_set: u64 },
+    Filemix {
+        users: Vec<u32>,
+        duration: Duration,
+        seed: Option<u64>,
+        working_set: u64,
+    },
     /// Library-loading cold start: `readers` processes mmap a /usr/lib-like tree.
-    Coldstart { files: u64, scale: f64, compressibility: f64, readers: Vec<u32> },
+    Coldstart {
+        files: u64,
+        scale: f64,
+        compressibility: f64,
+        readers: Vec<u32>,
+    },
 }
 
 /// Where a `fio` workload's job comes from.

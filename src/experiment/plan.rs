@@ -29,13 +29,17 @@ pub fn plan_rounds(exp: &Experiment, first: usize, count: usize) -> Vec<PlannedR
     match exp.order {
         RunOrder::Interleaved | RunOrder::Randomized => {
             for round in first..first + count {
-                let mut cells: Vec<(usize, usize)> = (0..exp.workloads.len())
-                    .flat_map(|w| (0..exp.variants.len()).map(move |v| (v, w)))
-                    .collect();
+                let mut cells: Vec<(usize, usize)> =
+                    (0..exp.workloads.len()).flat_map(|w| (0..exp.variants.len()).map(move |v| (v, w))).collect();
                 if exp.order == RunOrder::Randomized {
                     shuffle(&mut cells, exp.seed, round);
                 }
-                runs.extend(cells.into_iter().map(|(variant, workload)| PlannedRun { seq: 0, round, variant, workload }));
+                runs.extend(cells.into_iter().map(|(variant, workload)| PlannedRun {
+                    seq: 0,
+                    round,
+                    variant,
+                    workload,
+                }));
             }
         }
         RunOrder::Grouped => {
@@ -100,7 +104,8 @@ pub fn describe(exp: &Experiment) -> String {
                 let _ = writeln!(out, "  {}: fs={} {packing} mkfs={:?} mount={:?}", v.name, v.fs, v.mkfs, v.mount);
             }
             None => {
-                let _ = writeln!(out, "  {}: fs={} size={} mkfs={:?} mount={:?}", v.name, v.fs, v.size, v.mkfs, v.mount);
+                let _ =
+                    writeln!(out, "  {}: fs={} size={} mkfs={:?} mount={:?}", v.name, v.fs, v.size, v.mkfs, v.mount);
             }
         }
         let t = &v.throttle;
@@ -115,7 +120,11 @@ pub fn describe(exp: &Experiment) -> String {
             );
         }
         if v.read_ahead_kb.is_some() || v.scheduler.is_some() || !v.sysfs.is_empty() {
-            let _ = writeln!(out, "    queue: read_ahead_kb={:?} scheduler={:?} sysfs={:?}", v.read_ahead_kb, v.scheduler, v.sysfs);
+            let _ = writeln!(
+                out,
+                "    queue: read_ahead_kb={:?} scheduler={:?} sysfs={:?}",
+                v.read_ahead_kb, v.scheduler, v.sysfs
+            );
         }
     }
     let _ = writeln!(out, "\nworkloads:");
@@ -123,10 +132,15 @@ pub fn describe(exp: &Experiment) -> String {
         let _ = writeln!(out, "  {}: {:?} cache={:?} timeout={:?}", w.label, w.params, w.cache, w.timeout);
     }
     let runs = plan_rounds(exp, 0, exp.min_rounds());
-    let _ = writeln!(out, "\nplan ({} runs{}):", runs.len(), match exp.repetitions {
-        super::Repetitions::Adaptive { max, .. } => format!(", then adaptive rounds up to {max}"),
-        _ => String::new(),
-    });
+    let _ = writeln!(
+        out,
+        "\nplan ({} runs{}):",
+        runs.len(),
+        match exp.repetitions {
+            super::Repetitions::Adaptive { max, .. } => format!(", then adaptive rounds up to {max}"),
+            _ => String::new(),
+        }
+    );
     for r in runs {
         let _ = writeln!(
             out,

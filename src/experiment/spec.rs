@@ -213,8 +213,26 @@ impl WorkloadTable {
             };
         }
         collect!(
-            profile, scale, list, compressibility, sync, command, prepare, cleanup, concurrency, duration, files, file_size, dirs,
-            threads, fsync, job, jobfile, users, seed, working_set
+            profile,
+            scale,
+            list,
+            compressibility,
+            sync,
+            command,
+            prepare,
+            cleanup,
+            concurrency,
+            duration,
+            files,
+            file_size,
+            dirs,
+            threads,
+            fsync,
+            job,
+            jobfile,
+            users,
+            seed,
+            working_set
         );
         if let Some(v) = &self.readers {
             keys.push(("readers", v.span()));

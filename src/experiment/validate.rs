@@ -9,7 +9,10 @@ use anyhow::Result;
 use toml::Spanned;
 
 use super::spec::{ExperimentFile, Repetitions, VariantTable, WorkloadTable};
-use super::{Experiment, FioJob, FsKind, ImageOptions, UntarSource, VariantConfig, WorkloadConfig, WorkloadParams, DEFAULT_WORKDIR, UNTAR_PROFILES};
+use super::{
+    Experiment, FioJob, FsKind, ImageOptions, UntarSource, VariantConfig, WorkloadConfig, WorkloadParams,
+    DEFAULT_WORKDIR, UNTAR_PROFILES,
+};
 use crate::units::Bytes;
 
 /// `:line:column` for a byte offset in `text`.
@@ -167,7 +170,11 @@ fn resolve_variant(cx: &Ctx, table: &VariantTable, defaults: &VariantTable) -> R
 
     let image = resolve_image(cx, &fs, table, defaults)?;
     if let Some(s) = size.filter(|_| fs.is_read_only_image()) {
-        return Err(cx.err(s.span(), "size", format!("cannot be used with fs = \"{fs}\" (the image is as large as its content)")));
+        return Err(cx.err(
+            s.span(),
+            "size",
+            format!("cannot be used with fs = \"{fs}\" (the image is as large as its content)"),
+        ));
     }
     if let Some(m) = mount.filter(|_| fs.is_read_only_image()) {
         check_read_only_mount(cx, &fs, m)?;
@@ -178,8 +185,14 @@ fn resolve_variant(cx: &Ctx, table: &VariantTable, defaults: &VariantTable) -> R
         }
     }
     if let Some(m) = mount {
-        if m.get_ref().contains(char::is_whitespace) || m.get_ref().split(',').any(str::is_empty) && !m.get_ref().is_empty() {
-            return Err(cx.err(m.span(), "mount", "must be a comma-separated option list without spaces or empty items"));
+        if m.get_ref().contains(char::is_whitespace)
+            || m.get_ref().split(',').any(str::is_empty) && !m.get_ref().is_empty()
+        {
+            return Err(cx.err(
+                m.span(),
+                "mount",
+                "must be a comma-separated option list without spaces or empty items",
+            ));
         }
     }
     if let Some(s) = scheduler {
@@ -198,7 +211,9 @@ fn resolve_variant(cx: &Ctx, table: &VariantTable, defaults: &VariantTable) -> R
                 toml::Value::Boolean(b) => u8::from(*b).to_string(),
                 toml::Value::String(s) => s.clone(),
                 toml::Value::Float(f) => f.to_string(),
-                _ => return Err(cx.err(tunables.span(), &format!("sysfs.{key}"), "must be a number, boolean or string")),
+                _ => {
+                    return Err(cx.err(tunables.span(), &format!("sysfs.{key}"), "must be a number, boolean or string"))
+                }
             };
             sysfs_pairs.push((key.clone(), text));
         }
@@ -269,7 +284,11 @@ fn resolve_image(cx: &Ctx, fs: &FsKind, table: &VariantTable, defaults: &Variant
     for (key, span) in keys {
         let Some(span) = span else { continue };
         if !fs.is_read_only_image() {
-            return Err(cx.err(span, key, format!("is a read-only image setting (squashfs, erofs), not one of fs = \"{fs}\"")));
+            return Err(cx.err(
+                span,
+                key,
+                format!("is a read-only image setting (squashfs, erofs), not one of fs = \"{fs}\""),
+            ));
         }
         if let Some(owner) = only_for(key).filter(|owner| owner != fs) {
             return Err(cx.err(span, key, format!("is a {owner} setting, not one of fs = \"{fs}\"")));
@@ -279,12 +298,17 @@ fn resolve_image(cx: &Ctx, fs: &FsKind, table: &VariantTable, defaults: &Variant
         return Ok(None);
     }
     // Defaults are the tools' own: mksquashfs gzip, mkfs.erofs uncompressed.
-    let (allowed, default) = if *fs == FsKind::Squashfs { (SQUASHFS_COMPRESSORS, "gzip") } else { (EROFS_COMPRESSORS, "none") };
+    let (allowed, default) =
+        if *fs == FsKind::Squashfs { (SQUASHFS_COMPRESSORS, "gzip") } else { (EROFS_COMPRESSORS, "none") };
     let compressor_name = match compressor {
         None => default.to_string(),
         Some(c) if allowed.contains(&c.get_ref().as_str()) => c.get_ref().clone(),
         Some(c) => {
-            return Err(cx.err(c.span(), "compressor", format!("unknown {fs} compressor `{}` (one of {})", c.get_ref(), allowed.join(", "))))
+            return Err(cx.err(
+                c.span(),
+                "compressor",
+                format!("unknown {fs} compressor `{}` (one of {})", c.get_ref(), allowed.join(", ")),
+            ))
         }
     };
     let level = match level {
@@ -298,7 +322,9 @@ fn resolve_image(cx: &Ctx, fs: &FsKind, table: &VariantTable, defaults: &Variant
                     format!("{fs} {compressor_name} takes a level from {} to {}", range.start(), range.end()),
                 ))
             }
-            None => return Err(cx.err(l.span(), "level", format!("{fs} compressor `{compressor_name}` takes no level"))),
+            None => {
+                return Err(cx.err(l.span(), "level", format!("{fs} compressor `{compressor_name}` takes no level")))
+            }
         },
     };
     let block_size = match block_size {
@@ -309,7 +335,11 @@ fn resolve_image(cx: &Ctx, fs: &FsKind, table: &VariantTable, defaults: &Variant
     let pcluster_size = match pcluster {
         None => None,
         Some(p) if compressor_name == "none" => {
-            return Err(cx.err(p.span(), "pcluster_size", "needs a `compressor` (an uncompressed erofs has no clusters)"))
+            return Err(cx.err(
+                p.span(),
+                "pcluster_size",
+                "needs a `compressor` (an uncompressed erofs has no clusters)",
+            ))
         }
         Some(p) if p.get_ref().0 % 4096 == 0 && (4096..=1 << 20).contains(&p.get_ref().0) => Some(p.get_ref().0),
         Some(p) => return Err(cx.err(p.span(), "pcluster_size", "must be a multiple of 4KiB from 4KiB to 1MiB")),
@@ -333,7 +363,11 @@ fn check_read_only_mount(cx: &Ctx, fs: &FsKind, mount: &Spanned<String>) -> Resu
         if let (FsKind::Squashfs, Some(threads)) = (fs, option.strip_prefix("threads=")) {
             let ok = ["single", "multi", "percpu"].contains(&threads) || threads.parse::<u32>().is_ok_and(|n| n >= 1);
             if !ok {
-                return Err(cx.err(mount.span(), "mount", format!("`{option}`: squashfs threads= takes single, multi, percpu or a number")));
+                return Err(cx.err(
+                    mount.span(),
+                    "mount",
+                    format!("`{option}`: squashfs threads= takes single, multi, percpu or a number"),
+                ));
             }
         }
     }
@@ -344,7 +378,12 @@ fn check_read_only_mount(cx: &Ctx, fs: &FsKind, mount: &Spanned<String>) -> Resu
 const READ_ONLY_KINDS: &[&str] = &["coldstart"];
 
 /// A read-only image variant can only run workloads that supply its content.
-fn check_read_only_workloads(cx: &Ctx, variants: &[VariantConfig], tables: &[WorkloadTable], workloads: &[WorkloadConfig]) -> Result<()> {
+fn check_read_only_workloads(
+    cx: &Ctx,
+    variants: &[VariantConfig],
+    tables: &[WorkloadTable],
+    workloads: &[WorkloadConfig],
+) -> Result<()> {
     let Some(variant) = variants.iter().find(|v| v.fs.is_read_only_image()) else { return Ok(()) };
     for (table, workload) in tables.iter().zip(workloads) {
         if !READ_ONLY_KINDS.contains(&workload.kind()) {
@@ -377,11 +416,19 @@ fn parse_fs(cx: &Ctx, fs: &Spanned<String>) -> Result<FsKind> {
             if let Some(dir) = value.strip_prefix("dir:") {
                 let dir = PathBuf::from(dir);
                 if !dir.is_absolute() || !dir.is_dir() {
-                    return Err(cx.err(fs.span(), "fs", format!("`{}` is not an existing absolute directory", dir.display())));
+                    return Err(cx.err(
+                        fs.span(),
+                        "fs",
+                        format!("`{}` is not an existing absolute directory", dir.display()),
+                    ));
                 }
                 FsKind::Dir(dir)
             } else {
-                return Err(cx.err(fs.span(), "fs", format!("unknown filesystem `{value}` (ext4, xfs, btrfs, tmpfs, squashfs, erofs or dir:/path)")));
+                return Err(cx.err(
+                    fs.span(),
+                    "fs",
+                    format!("unknown filesystem `{value}` (ext4, xfs, btrfs, tmpfs, squashfs, erofs or dir:/path)"),
+                ));
             }
         }
     })
@@ -406,15 +453,25 @@ fn resolve_workload(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<
         }
     };
     if let Some((key, span)) = table.specific_keys().into_iter().find(|(k, _)| !allowed.contains(k)) {
-        return Err(cx.err(span, key, format!("is not a setting of `{kind}` workloads (it takes {})", allowed.join(", "))));
+        return Err(cx.err(
+            span,
+            key,
+            format!("is not a setting of `{kind}` workloads (it takes {})", allowed.join(", ")),
+        ));
     }
     let params = match kind {
         "untar" => {
             let source = match (&table.profile, &table.list) {
-                (Some(p), Some(_)) => return Err(cx.err(p.span(), "profile", "give either `profile` or `list`, not both")),
+                (Some(p), Some(_)) => {
+                    return Err(cx.err(p.span(), "profile", "give either `profile` or `list`, not both"))
+                }
                 (Some(p), None) => {
                     if !UNTAR_PROFILES.contains(&p.get_ref().as_str()) {
-                        return Err(cx.err(p.span(), "profile", format!("unknown profile (built in: {})", UNTAR_PROFILES.join(", "))));
+                        return Err(cx.err(
+                            p.span(),
+                            "profile",
+                            format!("unknown profile (built in: {})", UNTAR_PROFILES.join(", ")),
+                        ));
                     }
                     UntarSource::Profile(p.get_ref().clone())
                 }
@@ -437,7 +494,12 @@ fn resolve_workload(cx: &Ctx, table: &WorkloadTable, base_dir: &Path) -> Result<
                 Some(c) if (0.0..=1.0).contains(c.get_ref()) => *c.get_ref(),
                 Some(c) => return Err(cx.err(c.span(), "compressibility", "must be between 0 and 1")),
             };
-            WorkloadParams::Untar { source, scale, compressibility, sync: table.sync.as_ref().is_none_or(|s| *s.get_ref()) }
+            WorkloadParams::Untar {
+                source,
+                scale,
+                compressibility,
+                sync: table.sync.as_ref().is_none_or(|s| *s.get_ref()),
+            }
         }
         "shell1" => resolve_shell1(cx, table)?,
         "metadata" => resolve_metadata(cx, table)?,

@@ -100,7 +100,13 @@ impl BtrfsSnapshot {
     }
 }
 
-fn read_counters(dir: &Path, prefix: &str, out: &mut BTreeMap<String, u64>, notes: &mut Vec<String>, depth: u32) -> Result<()> {
+fn read_counters(
+    dir: &Path,
+    prefix: &str,
+    out: &mut BTreeMap<String, u64>,
+    notes: &mut Vec<String>,
+    depth: u32,
+) -> Result<()> {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| anyhow::anyhow!("reading {}: {e}", dir.display()))?
         .flatten()

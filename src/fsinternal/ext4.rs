@@ -148,9 +148,7 @@ pub fn parse_mb_structs_summary(text: &str, file: &str) -> Result<MbStructsSumma
             continue;
         }
         if let Some(order) = key.strip_prefix("list_order_").and_then(|r| r.strip_suffix("_groups")) {
-            let order: usize = order
-                .parse()
-                .map_err(|_| perr(file, ln, format!("bad order in {key:?}")))?;
+            let order: usize = order.parse().map_err(|_| perr(file, ln, format!("bad order in {key:?}")))?;
             let count = parse_u64(value, file, ln, key)?;
             let list = match &section {
                 Section::MaxFree => max_free.as_mut(),
@@ -187,7 +185,9 @@ pub fn parse_mb_structs_summary(text: &str, file: &str) -> Result<MbStructsSumma
     };
     let fragment_size_tree = if tree_seen {
         match tree {
-            [Some(tree_min), Some(tree_max), Some(tree_nodes)] => Some(FragmentSizeTree { tree_min, tree_max, tree_nodes }),
+            [Some(tree_min), Some(tree_max), Some(tree_nodes)] => {
+                Some(FragmentSizeTree { tree_min, tree_max, tree_nodes })
+            }
             _ => return Err(perr(file, 0, "fragment_size_tree lacks tree_min, tree_max or tree_nodes")),
         }
     } else {
@@ -243,7 +243,8 @@ pub fn parse_mb_groups(text: &str, file: &str) -> Result<MbGroupsSummary, ParseE
     let mut free_col = 0;
     let mut frags_col = 0;
     let mut order_cols: Vec<(usize, usize)> = Vec::new(); // (column, order)
-    let mut s = MbGroupsSummary { groups: 0, io_error_groups: 0, free_blocks: 0, fragments: 0, order_counts: Vec::new() };
+    let mut s =
+        MbGroupsSummary { groups: 0, io_error_groups: 0, free_blocks: 0, fragments: 0, order_counts: Vec::new() };
 
     for (i, raw) in text.lines().enumerate() {
         let ln = i + 1;

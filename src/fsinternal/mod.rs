@@ -69,9 +69,7 @@ pub(crate) fn sub(after: u64, before: u64) -> i64 {
 /// Element-wise `after - before`; a missing element counts as 0.
 pub(crate) fn sub_vec(after: &[u64], before: &[u64]) -> Vec<i64> {
     let n = after.len().max(before.len());
-    (0..n)
-        .map(|i| sub(after.get(i).copied().unwrap_or(0), before.get(i).copied().unwrap_or(0)))
-        .collect()
+    (0..n).map(|i| sub(after.get(i).copied().unwrap_or(0), before.get(i).copied().unwrap_or(0))).collect()
 }
 
 pub(crate) fn read_text(path: &Path) -> Result<String> {
@@ -96,7 +94,9 @@ pub enum FsData {
     Xfs(xfs::XfsSnapshot),
     Btrfs(btrfs::BtrfsSnapshot),
     /// Nothing is collected for this filesystem type.
-    Unsupported { reason: String },
+    Unsupported {
+        reason: String,
+    },
 }
 
 /// Where the kernel's proc and sys filesystems are (tests point these at fixture trees).
@@ -138,12 +138,7 @@ pub fn snapshot_with_roots(
         }
         other => FsData::Unsupported { reason: format!("no filesystem-internal snapshot for {other}") },
     };
-    Ok(FsSnapshot {
-        fstype: fstype.to_string(),
-        device: dev.to_string(),
-        mountpoint: mountpoint.to_path_buf(),
-        data,
-    })
+    Ok(FsSnapshot { fstype: fstype.to_string(), device: dev.to_string(), mountpoint: mountpoint.to_path_buf(), data })
 }
 
 /// Change between two snapshots of the same filesystem.
@@ -161,7 +156,9 @@ pub enum FsDeltaData {
     Xfs(xfs::XfsDelta),
     Btrfs(btrfs::BtrfsDelta),
     /// The snapshots cannot be compared (unsupported fs, or different kinds).
-    Unavailable { reason: String },
+    Unavailable {
+        reason: String,
+    },
 }
 
 /// `after - before`.

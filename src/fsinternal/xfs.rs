@@ -94,9 +94,7 @@ pub fn parse_stats(text: &str, file: &str) -> Result<XfsStats, ParseError> {
         {
             return Err(perr(file, ln, format!("expected a counter name, found {name:?}")));
         }
-        let values = toks
-            .map(|t| parse_u64(t, file, ln, name))
-            .collect::<Result<Vec<u64>, ParseError>>()?;
+        let values = toks.map(|t| parse_u64(t, file, ln, name)).collect::<Result<Vec<u64>, ParseError>>()?;
         if values.is_empty() {
             return Err(perr(file, ln, format!("{name} has no values")));
         }

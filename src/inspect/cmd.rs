@@ -48,12 +48,7 @@ pub(crate) fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Out
 }
 
 /// Like [`run`], in working directory `dir` when given.
-pub(crate) fn run_in(
-    program: &str,
-    args: &[&str],
-    dir: Option<&Path>,
-    timeout: Duration,
-) -> Result<Output, RunError> {
+pub(crate) fn run_in(program: &str, args: &[&str], dir: Option<&Path>, timeout: Duration) -> Result<Output, RunError> {
     let mut cmd = Command::new(resolve(program));
     cmd.args(args)
         .stdin(Stdio::null())
@@ -102,9 +97,7 @@ pub(crate) fn run_in(
         }
     };
     let collect = |h: Option<thread::JoinHandle<Vec<u8>>>| {
-        h.and_then(|h| h.join().ok())
-            .map(|b| String::from_utf8_lossy(&b).into_owned())
-            .unwrap_or_default()
+        h.and_then(|h| h.join().ok()).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default()
     };
     Ok(Output {
         success: status.success(),

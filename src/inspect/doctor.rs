@@ -79,10 +79,7 @@ pub fn doctor(facts: &Facts, rules: &[Rule]) -> DoctorReport {
     }
     // Most severe first; hostile before not at equal severity; stable by id.
     findings.sort_by(|a, b| {
-        b.severity
-            .cmp(&a.severity)
-            .then(b.benchmark_hostile.cmp(&a.benchmark_hostile))
-            .then(a.id.cmp(&b.id))
+        b.severity.cmp(&a.severity).then(b.benchmark_hostile.cmp(&a.benchmark_hostile)).then(a.id.cmp(&b.id))
     });
     DoctorReport { facts: facts.clone(), rules_checked: rules.len(), findings, undetermined }
 }
@@ -166,11 +163,7 @@ impl fmt::Display for DoctorReport {
         let hostile = self.benchmark_hostile().len();
         match self.findings.len() {
             0 => writeln!(f, "No known issues found ({} rules checked).", self.rules_checked)?,
-            n => writeln!(
-                f,
-                "{n} finding(s), {hostile} benchmark-hostile ({} rules checked):",
-                self.rules_checked
-            )?,
+            n => writeln!(f, "{n} finding(s), {hostile} benchmark-hostile ({} rules checked):", self.rules_checked)?,
         }
         for x in &self.findings {
             writeln!(f)?;

@@ -67,24 +67,15 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(10);
 /// cannot be read stay empty (or 0).
 pub fn capture() -> Environment {
     let kernel_release = read_trimmed("/proc/sys/kernel/osrelease");
-    let kernel_config_source =
-        kernel_config_path(&kernel_release).map(|p| p.display().to_string());
+    let kernel_config_source = kernel_config_path(&kernel_release).map(|p| p.display().to_string());
     Environment {
         kernel_version: read_trimmed("/proc/sys/kernel/version"),
         kernel_cmdline: read_trimmed("/proc/cmdline"),
-        cpu_model: std::fs::read_to_string("/proc/cpuinfo")
-            .map(|t| cpu_model_from_cpuinfo(&t))
-            .unwrap_or_default(),
+        cpu_model: std::fs::read_to_string("/proc/cpuinfo").map(|t| cpu_model_from_cpuinfo(&t)).unwrap_or_default(),
         cpu_count: online_cpus(),
-        mem_total_kb: std::fs::read_to_string("/proc/meminfo")
-            .ok()
-            .and_then(|t| meminfo_total_kb(&t))
-            .unwrap_or(0),
+        mem_total_kb: std::fs::read_to_string("/proc/meminfo").ok().and_then(|t| meminfo_total_kb(&t)).unwrap_or(0),
         hostname: read_trimmed("/proc/sys/kernel/hostname"),
-        tools: TOOLS
-            .iter()
-            .map(|(tool, arg)| (tool.to_string(), tool_version(tool, arg)))
-            .collect(),
+        tools: TOOLS.iter().map(|(tool, arg)| (tool.to_string(), tool_version(tool, arg))).collect(),
         kernel_config_source,
         captured_at: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
         squashfs_config: super::kconfig::KernelConfig::load_running().map(|c| squashfs_config(&c)).unwrap_or_default(),
@@ -197,10 +188,7 @@ fn tool_version(tool: &str, arg: &str) -> String {
         Err(cmd::RunError::NotFound) => NOT_INSTALLED.to_string(),
         Err(e) => format!("unknown ({tool} {arg}: {e})"),
         Ok(out) => {
-            let line = cmd::first_line(&out.stdout)
-                .or_else(|| cmd::first_line(&out.stderr))
-                .unwrap_or("")
-                .to_string();
+            let line = cmd::first_line(&out.stdout).or_else(|| cmd::first_line(&out.stderr)).unwrap_or("").to_string();
             if out.success && !line.is_empty() {
                 return line;
             }
@@ -219,37 +207,20 @@ fn tool_version(tool: &str, arg: &str) -> String {
 /// Build an empty erofs image in a private temporary directory and return
 /// the banner line (`mkfs.erofs 1.5`).
 fn erofs_version_by_build() -> Option<String> {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "fslab-erofs-probe-{}-{nanos}",
-        std::process::id()
-    ));
+    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("fslab-erofs-probe-{}-{nanos}", std::process::id()));
     let src = dir.join("src");
     std::fs::create_dir_all(&src).ok()?;
     let img = dir.join("probe.img");
-    let result = cmd::run(
-        "mkfs.erofs",
-        &[&img.to_string_lossy(), &src.to_string_lossy()],
-        VERSION_TIMEOUT,
-    );
+    let result = cmd::run("mkfs.erofs", &[&img.to_string_lossy(), &src.to_string_lossy()], VERSION_TIMEOUT);
     let _ = std::fs::remove_dir_all(&dir);
     let out = result.ok()?;
-    let line = out
-        .stdout
-        .lines()
-        .chain(out.stderr.lines())
-        .map(str::trim)
-        .find(|l| l.starts_with("mkfs.erofs "))?;
+    let line = out.stdout.lines().chain(out.stderr.lines()).map(str::trim).find(|l| l.starts_with("mkfs.erofs "))?;
     Some(line.to_string())
 }
 
 fn read_trimmed(path: &str) -> String {
-    std::fs::read_to_string(path)
-        .map(|s| s.trim().to_string())
-        .unwrap_or_default()
+    std::fs::read_to_string(path).map(|s| s.trim().to_string()).unwrap_or_default()
 }
 
 /// CPU model from `/proc/cpuinfo` text. x86 has `model name`; arm64 often
@@ -392,7 +363,7 @@ mod tests {
         let img_s = img.to_string_lossy().to_string();
         match cmd::run("mkfs.ext4", &["-F", "-q", &img_s], cmd::DEFAULT_TIMEOUT) {
             Err(cmd::RunError::NotFound) => {
-                eprintln!("mkfs.ext4 not installed; skipping");
+                crate::testsupport::skip("mkfs.ext4 not installed");
                 return;
             }
             Ok(o) => assert!(o.success, "mkfs.ext4 failed: {}", o.stderr),
@@ -413,7 +384,7 @@ mod tests {
         let img_s = img.to_string_lossy().to_string();
         match cmd::run("mkfs.xfs", &["-q", "-f", &img_s], cmd::DEFAULT_TIMEOUT) {
             Err(cmd::RunError::NotFound) => {
-                eprintln!("mkfs.xfs not installed; skipping");
+                crate::testsupport::skip("mkfs.xfs not installed");
                 return;
             }
             Ok(o) => assert!(o.success, "mkfs.xfs failed: {}", o.stderr),
@@ -433,7 +404,7 @@ mod tests {
         let img_s = img.to_string_lossy().to_string();
         match cmd::run("mkfs.btrfs", &["-q", "-f", &img_s], cmd::DEFAULT_TIMEOUT) {
             Err(cmd::RunError::NotFound) => {
-                eprintln!("mkfs.btrfs not installed; skipping");
+                crate::testsupport::skip("mkfs.btrfs not installed");
                 return;
             }
             Ok(o) => assert!(o.success, "mkfs.btrfs failed: {}", o.stderr),

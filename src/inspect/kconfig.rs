@@ -122,8 +122,7 @@ impl KernelConfig {
             };
             let name = name.trim_end();
             check_name(name).map_err(err)?;
-            let value = parse_value(value.trim_start())
-                .map_err(|m| err(format!("CONFIG_{name}: {m}")))?;
+            let value = parse_value(value.trim_start()).map_err(|m| err(format!("CONFIG_{name}: {m}")))?;
             options.insert(name.to_string(), value);
         }
         Ok(KernelConfig { source: source.to_string(), options })
@@ -132,8 +131,7 @@ impl KernelConfig {
     /// Read a config file; gzip-compressed files (`/proc/config.gz`,
     /// `config.gz`) are recognised by their magic bytes.
     pub fn from_file(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path)
-            .with_context(|| format!("reading kernel config {}", path.display()))?;
+        let bytes = std::fs::read(path).with_context(|| format!("reading kernel config {}", path.display()))?;
         let text = if bytes.starts_with(&[0x1f, 0x8b]) {
             let mut out = String::new();
             flate2::read::MultiGzDecoder::new(&bytes[..])
@@ -155,9 +153,8 @@ impl KernelConfig {
     /// The running kernel's config: `/proc/config.gz`, else
     /// `/boot/config-$(uname -r)`.
     pub fn load_running() -> Result<Self> {
-        let release = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default();
+        let release =
+            std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default();
         let path = super::environment::kernel_config_path(&release).ok_or_else(|| {
             anyhow::anyhow!(
                 "no kernel config found: /proc/config.gz is missing (CONFIG_IKCONFIG_PROC) and so is /boot/config-{release}"
@@ -353,16 +350,7 @@ pub fn diff(a: &KernelConfig, b: &KernelConfig, only_perf: bool) -> KconfigDiff 
             AreaDiff { area, title: area.title().to_string(), entries }
         })
         .collect();
-    KconfigDiff {
-        a: a.source.clone(),
-        b: b.source.clone(),
-        only_perf,
-        changed,
-        added,
-        removed,
-        hidden,
-        areas,
-    }
+    KconfigDiff { a: a.source.clone(), b: b.source.clone(), only_perf, changed, added, removed, hidden, areas }
 }
 
 fn side(v: &Option<KValue>) -> String {
@@ -409,10 +397,7 @@ impl fmt::Display for KconfigDiff {
                 }
             }
             if silent > 0 {
-                writeln!(
-                    f,
-                    "  ({silent} option(s) only listed as \"is not set\" in one file: no effect)"
-                )?;
+                writeln!(f, "  ({silent} option(s) only listed as \"is not set\" in one file: no effect)")?;
             }
         }
         Ok(())
@@ -487,10 +472,8 @@ CONFIG_DOS=y\r
         let plain = dir.path().join("config");
         std::fs::write(&plain, "CONFIG_A=y\n# CONFIG_B is not set\n").unwrap();
         let gz = dir.path().join("config.gz");
-        let mut enc = flate2::write::GzEncoder::new(
-            std::fs::File::create(&gz).unwrap(),
-            flate2::Compression::default(),
-        );
+        let mut enc =
+            flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), flate2::Compression::default());
         enc.write_all(b"CONFIG_A=y\n# CONFIG_B is not set\n").unwrap();
         enc.finish().unwrap();
         let a = KernelConfig::from_file(&plain).unwrap();
@@ -589,7 +572,7 @@ CONFIG_DOS=y\r
 
         let json = serde_json::to_value(&d).unwrap();
         assert_eq!(json["areas"][0]["area"], "filesystems");
-        assert_eq!(json["areas"][0]["entries"][0]["a"].is_string() || json["areas"][0]["entries"][0]["a"].is_null(), true);
+        assert!(json["areas"][0]["entries"][0]["a"].is_string() || json["areas"][0]["entries"][0]["a"].is_null());
         let removed = json["areas"][0]["entries"]
             .as_array()
             .unwrap()
@@ -604,11 +587,7 @@ CONFIG_DOS=y\r
 
     impl DiffEntry {
         fn area_of(&self, d: &KconfigDiff) -> Area {
-            d.areas
-                .iter()
-                .find(|a| a.entries.iter().any(|e| e.option == self.option))
-                .map(|a| a.area)
-                .unwrap()
+            d.areas.iter().find(|a| a.entries.iter().any(|e| e.option == self.option)).map(|a| a.area).unwrap()
         }
     }
 
@@ -625,7 +604,9 @@ CONFIG_DOS=y\r
         let d = diff(&a, &b, true);
         let fs = d.areas.iter().find(|x| x.area == Area::Filesystems).unwrap();
         let names: Vec<&str> = fs.entries.iter().map(|e| e.option.as_str()).collect();
-        for want in ["SQUASHFS_DECOMP_SINGLE", "SQUASHFS_DECOMP_MULTI_PERCPU", "SQUASHFS_FILE_CACHE", "SQUASHFS_FILE_DIRECT"] {
+        for want in
+            ["SQUASHFS_DECOMP_SINGLE", "SQUASHFS_DECOMP_MULTI_PERCPU", "SQUASHFS_FILE_CACHE", "SQUASHFS_FILE_DIRECT"]
+        {
             assert!(names.contains(&want), "{want} not in {names:?}");
         }
         let sched = d.areas.iter().find(|x| x.area == Area::SchedulerPreemption).unwrap();

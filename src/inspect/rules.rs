@@ -138,8 +138,14 @@ pub enum Condition {
     Not(Box<Condition>),
     Kernel(VersionReq),
     /// Option name without `CONFIG_`, and the accepted values.
-    Kconfig { name: String, is: Vec<String> },
-    Fact { key: String, op: FactOp },
+    Kconfig {
+        name: String,
+        is: Vec<String>,
+    },
+    Fact {
+        key: String,
+        op: FactOp,
+    },
 }
 
 /// Three-valued truth.
@@ -174,9 +180,8 @@ fn toml_to_fact(v: &toml::Value) -> Result<FactValue, String> {
 }
 
 fn build_fact_op(key: &str, op: &str, v: &toml::Value) -> Result<FactOp, String> {
-    let kind = fact_key(key)
-        .ok_or_else(|| format!("unknown fact `{key}` (see FACT_KEYS in src/inspect/facts.rs)"))?
-        .kind;
+    let kind =
+        fact_key(key).ok_or_else(|| format!("unknown fact `{key}` (see FACT_KEYS in src/inspect/facts.rs)"))?.kind;
     let number = || match v {
         toml::Value::Integer(i) => Ok(*i as f64),
         toml::Value::Float(f) => Ok(*f),
@@ -345,7 +350,9 @@ impl<'de> Visitor<'de> for CondVisitor {
                             other => Err(err(format!("`is` values are strings, found `{other}`"))),
                         })
                         .collect::<Result<Vec<_>, _>>()?,
-                    Some(other) => return Err(err(format!("`is` needs a string or a non-empty list, found `{other}`"))),
+                    Some(other) => {
+                        return Err(err(format!("`is` needs a string or a non-empty list, found `{other}`")))
+                    }
                 };
                 if values.iter().any(|v| v.is_empty()) {
                     return Err(err("`is` has an empty value".to_string()));
@@ -600,7 +607,8 @@ impl Rule {
         if let Some(f) = &raw.fixed_in {
             KernelVersion::parse(f.get_ref()).map_err(|e| fail(Some(f.span()), format!("fixed_in: {e}")))?;
         }
-        if raw.fs.iter().any(|t| t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_')) {
+        if raw.fs.iter().any(|t| t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_'))
+        {
             return Err(fail(None, format!("`fs` entries must be filesystem type names, found {:?}", raw.fs)));
         }
         for c in &raw.commits {
@@ -724,8 +732,11 @@ pub fn load_rules_dir(dir: &Path) -> Result<Vec<Rule>, RuleError> {
     let mut seen = BTreeSet::new();
     for p in paths {
         let file = p.display().to_string();
-        let text = std::fs::read_to_string(&p)
-            .map_err(|e| RuleError { file: file.clone(), line: None, message: e.to_string() })?;
+        let text = std::fs::read_to_string(&p).map_err(|e| RuleError {
+            file: file.clone(),
+            line: None,
+            message: e.to_string(),
+        })?;
         let rule = Rule::parse(&text, &file)?;
         if !seen.insert(rule.id.clone()) {
             return Err(RuleError { file, line: None, message: format!("duplicate rule id `{}`", rule.id) });
@@ -808,7 +819,11 @@ all = [
     #[test]
     fn bad_rules_report_file_and_line() {
         let cases: &[(&str, usize, &str)] = &[
-            ("[when]\nall = [\n  { kconfig = \"A\", is = \"y\" },\n  { kconfg = \"B\", is = \"y\" },\n]\n", 10, "unknown key `kconfg`"),
+            (
+                "[when]\nall = [\n  { kconfig = \"A\", is = \"y\" },\n  { kconfg = \"B\", is = \"y\" },\n]\n",
+                10,
+                "unknown key `kconfg`",
+            ),
             ("[when]\nfact = \"queue.readahead\"\nlt = 3\n", 7, "unknown fact `queue.readahead`"),
             ("[when]\nfact = \"queue.read_ahead_kb\"\nlt = \"x\"\n", 7, "`lt` needs a number"),
             ("[when]\nfact = \"queue.rotational\"\neq = \"yes\"\n", 7, "can never match"),
@@ -828,7 +843,9 @@ all = [
         let e = Rule::parse(&format!("{MINIMAL}[when]\nkernel = \">=5.8\"\n"), "rules/other.toml").unwrap_err();
         assert!(e.to_string().starts_with("rules/other.toml:2: id `t` does not match"), "{e}");
         let e = Rule::parse(
-            &format!("{MINIMAL}[[commits]]\nid = \"xyz\"\ntitle = \"t\"\nrole = \"fixed\"\n[when]\nkernel = \">=5.8\"\n"),
+            &format!(
+                "{MINIMAL}[[commits]]\nid = \"xyz\"\ntitle = \"t\"\nrole = \"fixed\"\n[when]\nkernel = \">=5.8\"\n"
+            ),
             "t.toml",
         )
         .unwrap_err();
@@ -899,8 +916,7 @@ all = [
             let file = fixture_dir().join(format!("{}.toml", rule.id));
             let text = std::fs::read_to_string(&file)
                 .unwrap_or_else(|e| panic!("fixture {} for rule {}: {e}", file.display(), rule.id));
-            let fx: FixtureFile =
-                toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let fx: FixtureFile = toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             let (mut fired, mut quiet) = (0, 0);
             for case in &fx.case {
                 let facts = facts_from(case, &file.display().to_string());

@@ -30,18 +30,15 @@ impl KernelVersion {
         let s = release.trim();
         let s = s.strip_prefix('v').unwrap_or(s);
         // Only the numeric head matters: "5.15.0-91-generic" → "5.15.0".
-        let head_len = s
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(s.len());
+        let head_len = s.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(s.len());
         let head = s[..head_len].trim_end_matches('.');
         let mut parts = head.split('.');
         let num = |p: Option<&str>, what: &str| -> Result<Option<u32>, String> {
             match p {
                 None => Ok(None),
-                Some(t) => t
-                    .parse::<u32>()
-                    .map(Some)
-                    .map_err(|_| format!("bad {what} number in kernel version `{release}`")),
+                Some(t) => {
+                    t.parse::<u32>().map(Some).map_err(|_| format!("bad {what} number in kernel version `{release}`"))
+                }
             }
         };
         let major = num(parts.next().filter(|p| !p.is_empty()), "major")?
@@ -103,9 +100,7 @@ impl Comparator {
             Op::Le => v <= self.version,
             Op::Gt => v > self.version,
             Op::Ge => v >= self.version,
-            Op::Eq if self.series => {
-                v.major == self.version.major && v.minor == self.version.minor
-            }
+            Op::Eq if self.series => v.major == self.version.major && v.minor == self.version.minor,
             Op::Eq => v == self.version,
         }
     }
@@ -142,9 +137,7 @@ impl VersionReq {
                 } else if let Some(r) = part.strip_prefix('=') {
                     (Op::Eq, r)
                 } else {
-                    return Err(format!(
-                        "comparator `{part}` in version range `{text}` needs one of >= > <= < ="
-                    ));
+                    return Err(format!("comparator `{part}` in version range `{text}` needs one of >= > <= < ="));
                 };
                 let rest = rest.trim();
                 if rest.is_empty() || !rest.chars().all(|c| c.is_ascii_digit() || c == '.') {

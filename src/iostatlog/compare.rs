@@ -67,11 +67,7 @@ fn figures(d: &DeviceSummary) -> Vec<(&'static str, Option<f64>)> {
 /// in both logs.
 pub fn compare(a: &FileSummary, b: &FileSummary, device: Option<&str>) -> Comparison {
     let pick = |s: &FileSummary| -> Vec<DeviceSummary> {
-        s.devices
-            .iter()
-            .filter(|d| device.is_none_or(|n| d.name == n))
-            .cloned()
-            .collect()
+        s.devices.iter().filter(|d| device.is_none_or(|n| d.name == n)).cloned().collect()
     };
     let (da, db) = (pick(a), pick(b));
     let mut pairs = Vec::new();
@@ -99,26 +95,13 @@ pub fn compare(a: &FileSummary, b: &FileSummary, device: Option<&str>) -> Compar
                 .zip(figures(&y))
                 .map(|((m, va), (_, vb))| {
                     let change = va.zip(vb).map(|(p, q)| q - p);
-                    let change_pct = va
-                        .zip(vb)
-                        .and_then(|(p, q)| (p != 0.0).then(|| (q - p) / p * 100.0));
-                    CompareRow {
-                        metric: m.to_string(),
-                        a: va,
-                        b: vb,
-                        change,
-                        change_pct,
-                    }
+                    let change_pct = va.zip(vb).and_then(|(p, q)| (p != 0.0).then(|| (q - p) / p * 100.0));
+                    CompareRow { metric: m.to_string(), a: va, b: vb, change, change_pct }
                 })
                 .collect(),
         })
         .collect();
-    Comparison {
-        a: a.path.clone(),
-        b: b.path.clone(),
-        devices,
-        unpaired,
-    }
+    Comparison { a: a.path.clone(), b: b.path.clone(), devices, unpaired }
 }
 
 fn cell(v: Option<f64>) -> String {
@@ -143,24 +126,9 @@ pub fn render_comparison(c: &Comparison) -> String {
             "change %".into(),
         ]);
         for r in &d.rows {
-            let pct = r
-                .change_pct
-                .map(|p| format!("{p:+.1}%"))
-                .unwrap_or_else(|| "-".into());
-            let ch = r.change.map(|x| {
-                if x.fract() == 0.0 {
-                    format!("{x:+.0}")
-                } else {
-                    format!("{x:+.2}")
-                }
-            });
-            t.add_row(vec![
-                r.metric.clone(),
-                cell(r.a),
-                cell(r.b),
-                ch.unwrap_or_else(|| "-".into()),
-                pct,
-            ]);
+            let pct = r.change_pct.map(|p| format!("{p:+.1}%")).unwrap_or_else(|| "-".into());
+            let ch = r.change.map(|x| if x.fract() == 0.0 { format!("{x:+.0}") } else { format!("{x:+.2}") });
+            t.add_row(vec![r.metric.clone(), cell(r.a), cell(r.b), ch.unwrap_or_else(|| "-".into()), pct]);
         }
         out.push('\n');
         out.push_str(&t.to_string());

@@ -19,9 +19,7 @@ use anyhow::{Context, Result};
 pub use compare::{compare, render_comparison, CompareRow, Comparison, DeviceComparison};
 pub use parse::{parse_log, IostatLog, Layout, ParseIssue, Sample, Unit};
 pub use record::{record, write_report, RecordOptions, RECORD_COLUMNS};
-pub use summarize::{
-    summarize, BusySummary, DeviceSummary, FileSummary, FirstReport, IntervalSource, SummaryOptions,
-};
+pub use summarize::{summarize, BusySummary, DeviceSummary, FileSummary, FirstReport, IntervalSource, SummaryOptions};
 
 /// Reads and parses a log file. Errors name the file and line; in lenient
 /// mode skipped lines are returned in [`IostatLog::warnings`].
@@ -29,26 +27,18 @@ pub fn parse_file(path: &Path, lenient: bool) -> Result<IostatLog> {
     let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
     // Logs pasted through mail may carry stray bytes; judge them line by line.
     let text = String::from_utf8_lossy(&bytes);
-    parse_log(&text, lenient)
-        .map_err(|e| anyhow::anyhow!("{}:{}: {}", path.display(), e.line, e.message))
+    parse_log(&text, lenient).map_err(|e| anyhow::anyhow!("{}:{}: {}", path.display(), e.line, e.message))
 }
 
 /// Plain-text rendering of summaries, one block per file and device.
 pub fn render_summaries(files: &[FileSummary]) -> String {
-    let opt = |v: Option<f64>, unit: &str| {
-        v.map(|x| format!("{x:.1} {unit}"))
-            .unwrap_or_else(|| "-".into())
-    };
+    let opt = |v: Option<f64>, unit: &str| v.map(|x| format!("{x:.1} {unit}")).unwrap_or_else(|| "-".into());
     let mut out = String::new();
     for f in files {
         out.push_str(&format!(
             "{}{}\n",
             f.path,
-            if f.dropped_first_report {
-                "  (first, since-boot report dropped)"
-            } else {
-                ""
-            }
+            if f.dropped_first_report { "  (first, since-boot report dropped)" } else { "" }
         ));
         for d in &f.devices {
             let b = &d.busy;
@@ -57,11 +47,7 @@ pub fn render_summaries(files: &[FileSummary]) -> String {
                 d.name,
                 d.samples,
                 d.interval_s,
-                if f.interval_source == IntervalSource::Assumed {
-                    " (assumed)"
-                } else {
-                    ""
-                },
+                if f.interval_source == IntervalSource::Assumed { " (assumed)" } else { "" },
                 d.duration_s,
                 d.read_mb,
                 d.written_mb

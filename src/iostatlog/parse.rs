@@ -149,20 +149,10 @@ impl Header {
                 .or_else(|| find(&names, mb).map(|i| (i, 1024.0, Unit::Mb)))
                 .or_else(|| find(&names, sec).map(|i| (i, 0.5, Unit::Sectors)))
         };
-        let r = unit_col(
-            &["rkB/s", "kB_read/s"],
-            &["rMB/s", "MB_read/s"],
-            &["rsec/s", "Blk_read/s"],
-        );
-        let w = unit_col(
-            &["wkB/s", "kB_wrtn/s"],
-            &["wMB/s", "MB_wrtn/s"],
-            &["wsec/s", "Blk_wrtn/s"],
-        );
+        let r = unit_col(&["rkB/s", "kB_read/s"], &["rMB/s", "MB_read/s"], &["rsec/s", "Blk_read/s"]);
+        let w = unit_col(&["wkB/s", "kB_wrtn/s"], &["wMB/s", "MB_wrtn/s"], &["wsec/s", "Blk_wrtn/s"]);
         let (Some(r), Some(w)) = (r, w) else {
-            return Err(
-                "device header has no read/write throughput columns (rkB/s, rMB/s, rsec/s, kB_read/s …)".into(),
-            );
+            return Err("device header has no read/write throughput columns (rkB/s, rMB/s, rsec/s, kB_read/s …)".into());
         };
         let has = |n: &str| names.iter().any(|c| c == n);
         let layout = if has("avgrq-sz") {
@@ -178,13 +168,7 @@ impl Header {
         } else {
             Layout::Basic
         };
-        Ok(Header {
-            names,
-            layout,
-            unit: r.2,
-            rkb: (r.0, r.1),
-            wkb: (w.0, w.1),
-        })
+        Ok(Header { names, layout, unit: r.2, rkb: (r.0, r.1), wkb: (w.0, w.1) })
     }
 
     fn sample(&self, vals: &[f64], device: &str, report: usize, line: usize) -> Sample {
@@ -211,12 +195,7 @@ impl Header {
             r_await: col(&["r_await"]).or_else(|| col(&["await"])),
             w_await: col(&["w_await"]).or_else(|| col(&["await"])),
             util_pct: col(&["%util"]),
-            columns: self
-                .names
-                .iter()
-                .cloned()
-                .zip(vals.iter().copied())
-                .collect(),
+            columns: self.names.iter().cloned().zip(vals.iter().copied()).collect(),
         }
     }
 }
@@ -226,9 +205,7 @@ impl Header {
 fn number(tok: &str) -> Option<f64> {
     let v = match tok.parse::<f64>() {
         Ok(v) => v,
-        Err(_) if tok.matches(',').count() == 1 && !tok.contains('.') => {
-            tok.replace(',', ".").parse().ok()?
-        }
+        Err(_) if tok.matches(',').count() == 1 && !tok.contains('.') => tok.replace(',', ".").parse().ok()?,
         Err(_) => return None,
     };
     // "inf"/"nan" parse as f64 but iostat never prints them; nor anything
@@ -239,26 +216,17 @@ fn number(tok: &str) -> Option<f64> {
 
 /// Seconds of day from a timestamp line, or `None` if it holds no `HH:MM:SS`.
 fn time_of_day(line: &str) -> Option<f64> {
-    let toks: Vec<&str> = line
-        .split(|c: char| c.is_whitespace() || c == 'T')
-        .filter(|t| !t.is_empty())
-        .collect();
+    let toks: Vec<&str> = line.split(|c: char| c.is_whitespace() || c == 'T').filter(|t| !t.is_empty()).collect();
     for (i, tok) in toks.iter().enumerate() {
         // Strip an ISO zone suffix like +0200 / Z.
         let core = tok.split(['+', 'Z']).next().unwrap_or("");
         let parts: Vec<&str> = core.split(':').collect();
         if parts.len() != 3
-            || !parts
-                .iter()
-                .all(|p| (1..=2).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
+            || !parts.iter().all(|p| (1..=2).contains(&p.len()) && p.bytes().all(|b| b.is_ascii_digit()))
         {
             continue;
         }
-        let (h, m, s): (u32, u32, u32) = (
-            parts[0].parse().ok()?,
-            parts[1].parse().ok()?,
-            parts[2].parse().ok()?,
-        );
+        let (h, m, s): (u32, u32, u32) = (parts[0].parse().ok()?, parts[1].parse().ok()?, parts[2].parse().ok()?);
         if h > 23 || m > 59 || s > 60 {
             return None;
         }
@@ -299,10 +267,7 @@ pub fn parse_log(text: &str, lenient: bool) -> Result<IostatLog, ParseIssue> {
         let line_no = i + 1;
         let line = raw.trim_end_matches('\r');
         let toks: Vec<&str> = line.split_whitespace().collect();
-        let issue = |message: String| ParseIssue {
-            line: line_no,
-            message,
-        };
+        let issue = |message: String| ParseIssue { line: line_no, message };
         let result: Result<(), ParseIssue> = (|| {
             if toks.is_empty() {
                 // A blank line ends a device block or an avg-cpu block.
@@ -331,24 +296,14 @@ pub fn parse_log(text: &str, lenient: bool) -> Result<IostatLog, ParseIssue> {
                     if toks.iter().all(|t| number(t).is_some()) {
                         return Ok(());
                     }
-                    return Err(issue(format!(
-                        "avg-cpu values expected, found {:?}",
-                        truncate(line)
-                    )));
+                    Err(issue(format!("avg-cpu values expected, found {:?}", truncate(line))))
                 }
                 State::Devices(h) => {
                     if toks.len() != h.names.len() + 1 {
                         // A device block may be followed directly by a timestamp (no blank line).
                         if let Some(tod) = time_of_day(line) {
                             state = State::Outside;
-                            set_time(
-                                line,
-                                tod,
-                                &mut pending_time,
-                                &mut first_tod,
-                                &mut last_tod,
-                                &mut day_offset,
-                            );
+                            set_time(line, tod, &mut pending_time, &mut first_tod, &mut last_tod, &mut day_offset);
                             return Ok(());
                         }
                         return Err(issue(format!(
@@ -380,23 +335,12 @@ pub fn parse_log(text: &str, lenient: bool) -> Result<IostatLog, ParseIssue> {
                     Ok(())
                 }
                 State::Outside => {
-                    if log.banner.is_none()
-                        && !in_report
-                        && pending_time.is_none()
-                        && toks[0] == "Linux"
-                    {
+                    if log.banner.is_none() && !in_report && pending_time.is_none() && toks[0] == "Linux" {
                         log.banner = Some(line.trim().to_string());
                         return Ok(());
                     }
                     if let Some(tod) = time_of_day(line) {
-                        set_time(
-                            line,
-                            tod,
-                            &mut pending_time,
-                            &mut first_tod,
-                            &mut last_tod,
-                            &mut day_offset,
-                        );
+                        set_time(line, tod, &mut pending_time, &mut first_tod, &mut last_tod, &mut day_offset);
                         return Ok(());
                     }
                     Err(issue(format!("unrecognised line: {:?}", truncate(line))))
@@ -478,10 +422,7 @@ mod tests {
         let b = "Device %util wkB/s w/s rkB/s r/s\nsda 50.00 64.00 2.00 4.00 1.00\n";
         let (la, lb) = (parse_log(a, false).unwrap(), parse_log(b, false).unwrap());
         let (sa, sb) = (&la.samples[0], &lb.samples[0]);
-        assert_eq!(
-            (sa.rkb_s, sa.wkb_s, sa.util_pct, sa.wareq_kb),
-            (sb.rkb_s, sb.wkb_s, sb.util_pct, sb.wareq_kb)
-        );
+        assert_eq!((sa.rkb_s, sa.wkb_s, sa.util_pct, sa.wareq_kb), (sb.rkb_s, sb.wkb_s, sb.util_pct, sb.wareq_kb));
         assert_eq!(sa.wareq_kb, Some(32.0));
         assert_eq!(sa.rareq_kb, Some(4.0));
     }
@@ -504,16 +445,9 @@ mod tests {
         assert!(e.message.contains("rkB/s"), "{e}");
         let e = parse_log("Device r/s w/s\nsda 1 2\n", false).unwrap_err();
         assert_eq!(e.line, 1);
-        let lenient = parse_log(
-            "Device rkB/s wkB/s\nsda 1 2\nsda 1\nhello world\nsda 3 4\n",
-            true,
-        )
-        .unwrap();
+        let lenient = parse_log("Device rkB/s wkB/s\nsda 1 2\nsda 1\nhello world\nsda 3 4\n", true).unwrap();
         assert_eq!(lenient.samples.len(), 2);
-        assert_eq!(
-            lenient.warnings.iter().map(|w| w.line).collect::<Vec<_>>(),
-            vec![3, 4]
-        );
+        assert_eq!(lenient.warnings.iter().map(|w| w.line).collect::<Vec<_>>(), vec![3, 4]);
         assert!(parse_log("", true).is_err());
     }
 }

@@ -17,9 +17,8 @@ use crate::monitor::{diskstats_name, iostat_between, read_diskstats, DiskStats, 
 
 /// Column names written, in sysstat 12.3+ order.
 pub const RECORD_COLUMNS: [&str; 22] = [
-    "r/s", "rkB/s", "rrqm/s", "%rrqm", "r_await", "rareq-sz", "w/s", "wkB/s", "wrqm/s", "%wrqm",
-    "w_await", "wareq-sz", "d/s", "dkB/s", "drqm/s", "%drqm", "d_await", "dareq-sz", "f/s",
-    "f_await", "aqu-sz", "%util",
+    "r/s", "rkB/s", "rrqm/s", "%rrqm", "r_await", "rareq-sz", "w/s", "wkB/s", "wrqm/s", "%wrqm", "w_await", "wareq-sz",
+    "d/s", "dkB/s", "drqm/s", "%drqm", "d_await", "dareq-sz", "f/s", "f_await", "aqu-sz", "%util",
 ];
 
 /// What to record.
@@ -35,19 +34,14 @@ pub struct RecordOptions {
 
 fn values(s: &IostatSample) -> [f64; 22] {
     [
-        s.r_s, s.rkb_s, s.rrqm_s, s.rrqm_pct, s.r_await, s.rareq_sz, s.w_s, s.wkb_s, s.wrqm_s,
-        s.wrqm_pct, s.w_await, s.wareq_sz, s.d_s, s.dkb_s, s.drqm_s, s.drqm_pct, s.d_await,
-        s.dareq_sz, s.f_s, s.f_await, s.aqu_sz, s.util_pct,
+        s.r_s, s.rkb_s, s.rrqm_s, s.rrqm_pct, s.r_await, s.rareq_sz, s.w_s, s.wkb_s, s.wrqm_s, s.wrqm_pct, s.w_await,
+        s.wareq_sz, s.d_s, s.dkb_s, s.drqm_s, s.drqm_pct, s.d_await, s.dareq_sz, s.f_s, s.f_await, s.aqu_sz,
+        s.util_pct,
     ]
 }
 
 /// Writes one report: timestamp line, header, the device row, a blank line.
-pub fn write_report(
-    out: &mut dyn Write,
-    time: &str,
-    device: &str,
-    s: &IostatSample,
-) -> std::io::Result<()> {
+pub fn write_report(out: &mut dyn Write, time: &str, device: &str, s: &IostatSample) -> std::io::Result<()> {
     writeln!(out, "{time}")?;
     write!(out, "{:<16}", "Device")?;
     for c in RECORD_COLUMNS {
@@ -62,14 +56,8 @@ pub fn write_report(
 
 /// iostat's banner: `Linux <release> (<host>) \t<date> \t_<arch>_\t(<n> CPU)`.
 pub fn banner(now: SystemTime) -> String {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "?".into())
-    };
-    let cpus = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let read = |p: &str| std::fs::read_to_string(p).map(|s| s.trim().to_string()).unwrap_or_else(|_| "?".into());
+    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let date = local_time(now, "%m/%d/%y");
     format!(
         "Linux {} ({}) \t{date} \t_{}_\t({cpus} CPU)",
@@ -82,10 +70,7 @@ pub fn banner(now: SystemTime) -> String {
 /// Formats `t` in local time with strftime `fmt` (iostat `-t` in the C locale
 /// prints `%m/%d/%y %H:%M:%S`).
 pub fn local_time(t: SystemTime, fmt: &str) -> String {
-    let secs = t
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0) as libc::time_t;
+    let secs = t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as libc::time_t;
     let cfmt = std::ffi::CString::new(fmt).unwrap_or_default();
     let mut buf = [0u8; 128];
     // SAFETY: localtime_r writes into our zeroed tm; strftime writes at most
@@ -104,10 +89,7 @@ const TIME_FMT: &str = "%m/%d/%y %H:%M:%S";
 
 fn uptime_s() -> Result<f64> {
     let text = std::fs::read_to_string("/proc/uptime").context("reading /proc/uptime")?;
-    text.split_whitespace()
-        .next()
-        .and_then(|t| t.parse().ok())
-        .context("parsing /proc/uptime")
+    text.split_whitespace().next().and_then(|t| t.parse().ok()).context("parsing /proc/uptime")
 }
 
 /// Records until `count` interval reports are written or `stop` is set.
@@ -117,7 +99,10 @@ pub fn record(opts: &RecordOptions, out: &mut dyn Write, stop: &AtomicBool) -> R
     // iostat's interval is whole seconds and its -t stamps have 1 s
     // resolution; a sub-second interval would be unreadable from the log.
     if opts.interval < Duration::from_secs(1) || opts.interval.subsec_nanos() != 0 {
-        bail!("interval {:?} must be a whole number of seconds (iostat -t timestamps have 1 s resolution)", opts.interval);
+        bail!(
+            "interval {:?} must be a whole number of seconds (iostat -t timestamps have 1 s resolution)",
+            opts.interval
+        );
     }
     let name = diskstats_name(&opts.device)?;
     let mut prev = read_diskstats(&name)?;
@@ -125,10 +110,7 @@ pub fn record(opts: &RecordOptions, out: &mut dyn Write, stop: &AtomicBool) -> R
     let now = SystemTime::now();
     writeln!(out, "{}\n", banner(now))?;
     // First report: since boot, as iostat prints it without -y.
-    let zero = DiskStats {
-        name: name.clone(),
-        ..DiskStats::default()
-    };
+    let zero = DiskStats { name: name.clone(), ..DiskStats::default() };
     let boot = iostat_between(&zero, &prev, uptime_s()?, 0.0);
     write_report(out, &local_time(now, TIME_FMT), &name, &boot)?;
     out.flush()?;
@@ -145,12 +127,7 @@ pub fn record(opts: &RecordOptions, out: &mut dyn Write, stop: &AtomicBool) -> R
         }
         let cur = read_diskstats(&name)?;
         let t = Instant::now();
-        let s = iostat_between(
-            &prev,
-            &cur,
-            (t - last).as_secs_f64(),
-            (t - start).as_secs_f64(),
-        );
+        let s = iostat_between(&prev, &cur, (t - last).as_secs_f64(), (t - start).as_secs_f64());
         write_report(out, &local_time(SystemTime::now(), TIME_FMT), &name, &s)?;
         out.flush()?;
         prev = cur;
@@ -189,35 +166,22 @@ mod tests {
         assert_eq!(log.samples.len(), 2);
         let p = &log.samples[1];
         assert_eq!(p.device, "loop7");
-        assert_eq!(
-            (p.r_s, p.w_s, p.rkb_s, p.wkb_s),
-            (Some(3.0), Some(50.0), 12.0, 6400.0)
-        );
-        assert_eq!(
-            (p.wareq_kb, p.util_pct, p.aqu_sz),
-            (Some(128.0), Some(99.5), Some(1.25))
-        );
+        assert_eq!((p.r_s, p.w_s, p.rkb_s, p.wkb_s), (Some(3.0), Some(50.0), 12.0, 6400.0));
+        assert_eq!((p.wareq_kb, p.util_pct, p.aqu_sz), (Some(128.0), Some(99.5), Some(1.25)));
         assert_eq!(p.t_s, Some(1.0));
         assert_eq!(p.columns["f/s"], 2.0);
     }
 
     #[test]
     fn sub_second_interval_is_refused() {
-        let opts = RecordOptions {
-            device: "no-such-dev".into(),
-            interval: Duration::from_millis(500),
-            count: Some(1),
-        };
+        let opts = RecordOptions { device: "no-such-dev".into(), interval: Duration::from_millis(500), count: Some(1) };
         let e = record(&opts, &mut Vec::new(), &AtomicBool::new(false)).unwrap_err();
         assert!(e.to_string().contains("whole number of seconds"), "{e}");
     }
 
     #[test]
     fn time_format_is_iostat_like() {
-        let t = local_time(
-            SystemTime::UNIX_EPOCH + Duration::from_secs(86_400 * 365),
-            TIME_FMT,
-        );
+        let t = local_time(SystemTime::UNIX_EPOCH + Duration::from_secs(86_400 * 365), TIME_FMT);
         assert_eq!(t.len(), 17, "{t}");
         assert_eq!(t.matches(':').count(), 2);
     }

@@ -38,12 +38,7 @@ pub struct SummaryOptions {
 
 impl Default for SummaryOptions {
     fn default() -> Self {
-        SummaryOptions {
-            util_threshold: 95.0,
-            window_s: None,
-            interval_s: None,
-            first_report: FirstReport::Auto,
-        }
+        SummaryOptions { util_threshold: 95.0, window_s: None, interval_s: None, first_report: FirstReport::Auto }
     }
 }
 
@@ -122,10 +117,7 @@ pub struct BusySummary {
 
 /// Median positive step between report timestamps.
 fn timestamp_interval(samples: &[&Sample]) -> Option<f64> {
-    let mut times: Vec<(usize, f64)> = samples
-        .iter()
-        .filter_map(|s| s.t_s.map(|t| (s.report, t)))
-        .collect();
+    let mut times: Vec<(usize, f64)> = samples.iter().filter_map(|s| s.t_s.map(|t| (s.report, t))).collect();
     times.dedup_by_key(|(r, _)| *r);
     if times.len() < 2 {
         return None;
@@ -137,11 +129,7 @@ fn timestamp_interval(samples: &[&Sample]) -> Option<f64> {
     if mean_step <= 0.0 {
         return None;
     }
-    let mut steps: Vec<f64> = times
-        .windows(2)
-        .map(|w| w[1].1 - w[0].1)
-        .filter(|d| *d > 0.0)
-        .collect();
+    let mut steps: Vec<f64> = times.windows(2).map(|w| w[1].1 - w[0].1).filter(|d| *d > 0.0).collect();
     steps.sort_by(f64::total_cmp);
     if mean_step < 1.0 || steps.is_empty() {
         return Some(mean_step);
@@ -162,11 +150,7 @@ pub fn summarize(path: &str, log: &IostatLog, opts: &SummaryOptions) -> FileSumm
         FirstReport::Auto => log.banner.is_some() && log.reports > 1,
     };
     let first_report = log.samples.first().map(|s| s.report).unwrap_or(0);
-    let kept: Vec<&Sample> = log
-        .samples
-        .iter()
-        .filter(|s| !(drop_first && s.report == first_report))
-        .collect();
+    let kept: Vec<&Sample> = log.samples.iter().filter(|s| !(drop_first && s.report == first_report)).collect();
     let (interval_s, interval_source) = match (opts.interval_s, timestamp_interval(&kept)) {
         (Some(i), _) => (i, IntervalSource::Option),
         (None, Some(i)) => (i, IntervalSource::Timestamps),
@@ -195,12 +179,7 @@ pub fn summarize(path: &str, log: &IostatLog, opts: &SummaryOptions) -> FileSumm
     }
 }
 
-fn device_summary(
-    name: &str,
-    rows: &[&Sample],
-    interval_s: f64,
-    opts: &SummaryOptions,
-) -> DeviceSummary {
+fn device_summary(name: &str, rows: &[&Sample], interval_s: f64, opts: &SummaryOptions) -> DeviceSummary {
     let mb = |kb_s: f64| kb_s * interval_s / 1024.0;
     let mut busy: Vec<(usize, &Sample)> = rows
         .iter()
@@ -215,18 +194,11 @@ fn device_summary(
         busy.truncate(n);
     }
     let with = |f: fn(&Sample) -> Option<f64>, g: fn(&Sample) -> Option<f64>| {
-        mean(
-            busy.iter()
-                .filter(|(_, s)| g(s).is_some_and(|n| n > 0.0))
-                .filter_map(|(_, s)| f(s)),
-        )
+        mean(busy.iter().filter(|(_, s)| g(s).is_some_and(|n| n > 0.0)).filter_map(|(_, s)| f(s)))
     };
     let weighted = |kb: fn(&Sample) -> f64, ios: fn(&Sample) -> Option<f64>| {
         // fold from +0.0: an empty f64 sum() is -0.0, which prints as "-0.0".
-        let n = busy
-            .iter()
-            .filter_map(|(_, s)| ios(s))
-            .fold(0.0, |a, b| a + b);
+        let n = busy.iter().filter_map(|(_, s)| ios(s)).fold(0.0, |a, b| a + b);
         let k = busy.iter().map(|(_, s)| kb(s)).fold(0.0, |a, b| a + b);
         (n > 0.0).then(|| k / n)
     };
@@ -238,23 +210,13 @@ fn device_summary(
         duration_s: rows.len() as f64 * interval_s,
         read_mb: rows.iter().map(|s| mb(s.rkb_s)).fold(0.0, |a, b| a + b),
         written_mb: rows.iter().map(|s| mb(s.wkb_s)).fold(0.0, |a, b| a + b),
-        mean_util_pct: if has_util {
-            mean(rows.iter().filter_map(|s| s.util_pct))
-        } else {
-            None
-        },
+        mean_util_pct: if has_util { mean(rows.iter().filter_map(|s| s.util_pct)) } else { None },
         busy: BusySummary {
             samples: busy.len(),
             seconds: busy.len() as f64 * interval_s,
             starts_at_s: busy.first().map(|(i, _)| *i as f64 * interval_s),
-            read_mb: busy
-                .iter()
-                .map(|(_, s)| mb(s.rkb_s))
-                .fold(0.0, |a, b| a + b),
-            written_mb: busy
-                .iter()
-                .map(|(_, s)| mb(s.wkb_s))
-                .fold(0.0, |a, b| a + b),
+            read_mb: busy.iter().map(|(_, s)| mb(s.rkb_s)).fold(0.0, |a, b| a + b),
+            written_mb: busy.iter().map(|(_, s)| mb(s.wkb_s)).fold(0.0, |a, b| a + b),
             mean_rareq_kb: with(|s| s.rareq_kb, |s| s.r_s.or(Some(s.rkb_s))),
             mean_wareq_kb: with(|s| s.wareq_kb, |s| s.w_s.or(Some(s.wkb_s))),
             weighted_rareq_kb: weighted(|s| s.rkb_s, |s| s.r_s),
@@ -296,60 +258,25 @@ mmcblk0 0.00 0.00 0.00 0.00 0.00 0.00 10.00\n\n";
         assert_eq!(d.busy.mean_rareq_kb, Some(4.0));
         assert!((d.busy.mean_wareq_kb.unwrap() - 102.4).abs() < 1e-9);
 
-        let w = summarize(
-            "x",
-            &log,
-            &SummaryOptions {
-                window_s: Some(2.0),
-                ..Default::default()
-            },
-        );
+        let w = summarize("x", &log, &SummaryOptions { window_s: Some(2.0), ..Default::default() });
         assert_eq!(w.devices[0].busy.samples, 1);
         assert!((w.devices[0].busy.written_mb - 2.0).abs() < 1e-9);
         assert_eq!(w.devices[0].busy.mean_rareq_kb, None);
-        let none = summarize(
-            "x",
-            &log,
-            &SummaryOptions {
-                util_threshold: 101.0,
-                ..Default::default()
-            },
-        );
-        assert!(
-            none.devices[0].busy.read_mb.is_sign_positive(),
-            "no -0.0 in output"
-        );
+        let none = summarize("x", &log, &SummaryOptions { util_threshold: 101.0, ..Default::default() });
+        assert!(none.devices[0].busy.read_mb.is_sign_positive(), "no -0.0 in output");
 
-        let k = summarize(
-            "x",
-            &log,
-            &SummaryOptions {
-                first_report: FirstReport::Keep,
-                ..Default::default()
-            },
-        );
+        let k = summarize("x", &log, &SummaryOptions { first_report: FirstReport::Keep, ..Default::default() });
         assert_eq!(k.devices[0].samples, 4);
     }
 
     #[test]
     fn no_timestamps_assume_one_second() {
-        let text: String = LOG
-            .lines()
-            .filter(|l| !l.contains(" PM"))
-            .map(|l| format!("{l}\n"))
-            .collect();
+        let text: String = LOG.lines().filter(|l| !l.contains(" PM")).map(|l| format!("{l}\n")).collect();
         let log = parse_log(&text, false).unwrap();
         let s = summarize("x", &log, &SummaryOptions::default());
         assert_eq!(s.interval_source, IntervalSource::Assumed);
         assert_eq!(s.devices[0].interval_s, 1.0);
-        let o = summarize(
-            "x",
-            &log,
-            &SummaryOptions {
-                interval_s: Some(5.0),
-                ..Default::default()
-            },
-        );
+        let o = summarize("x", &log, &SummaryOptions { interval_s: Some(5.0), ..Default::default() });
         assert_eq!(o.devices[0].duration_s, 15.0);
     }
 }

@@ -706,7 +706,9 @@ impl TracefsRef {
             None => {
                 let target = Path::new(TRACEFS_CANDIDATES[0]);
                 nix::mount::mount(Some("tracefs"), target, Some("tracefs"), nix::mount::MsFlags::empty(), None::<&str>)
-                    .with_context(|| format!("tracefs is not mounted and mounting it on {} failed", target.display()))?;
+                    .with_context(|| {
+                        format!("tracefs is not mounted and mounting it on {} failed", target.display())
+                    })?;
                 g.1 = Some(target.to_path_buf());
                 target.to_path_buf()
             }
@@ -822,11 +824,7 @@ impl BlockTracer {
                 bail!("tracepoint block:{ev} is not available in {}", tracefs.root.display());
             }
         }
-        let name = format!(
-            "{MARKER}{}-bt{}",
-            std::process::id(),
-            INSTANCE_COUNTER.fetch_add(1, Ordering::SeqCst)
-        );
+        let name = format!("{MARKER}{}-bt{}", std::process::id(), INSTANCE_COUNTER.fetch_add(1, Ordering::SeqCst));
         let instance = tracefs.root.join("instances").join(&name);
         fs::create_dir(&instance).with_context(|| format!("creating trace instance {}", instance.display()))?;
         // From here on, the instance is removed on every error path by Drop.
@@ -853,7 +851,8 @@ impl BlockTracer {
         // `mono` timestamps are comparable across CPUs and with CLOCK_MONOTONIC.
         write_file(&inst.join("trace_clock"), "mono")?;
         let _ = write_file(&inst.join("buffer_size_kb"), &BUFFER_SIZE_KB.to_string());
-        let issue = parse_format(&read_file(&inst.join("events/block/block_rq_issue/format"))?, "block_rq_issue/format")?;
+        let issue =
+            parse_format(&read_file(&inst.join("events/block/block_rq_issue/format"))?, "block_rq_issue/format")?;
         let complete =
             parse_format(&read_file(&inst.join("events/block/block_rq_complete/format"))?, "block_rq_complete/format")?;
         let decoder = BlockDecoder::new(&issue, &complete)?;

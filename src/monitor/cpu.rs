@@ -34,18 +34,8 @@ pub struct CpuStat {
     pub guest_nice: u64,
 }
 
-const CPU_FIELDS: [&str; 10] = [
-    "user",
-    "nice",
-    "system",
-    "idle",
-    "iowait",
-    "irq",
-    "softirq",
-    "steal",
-    "guest",
-    "guest_nice",
-];
+const CPU_FIELDS: [&str; 10] =
+    ["user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal", "guest", "guest_nice"];
 
 /// Parses the first `cpu ` line (all CPUs together) of `/proc/stat` text.
 ///
@@ -72,10 +62,7 @@ pub fn parse_proc_stat(text: &str) -> Result<CpuStat> {
             n = idx + 1;
         }
         if n < 4 {
-            bail!(
-                "{PROC_STAT_PATH} line {}: aggregate cpu line has {n} fields, expected at least 4: {line:?}",
-                i + 1
-            );
+            bail!("{PROC_STAT_PATH} line {}: aggregate cpu line has {n} fields, expected at least 4: {line:?}", i + 1);
         }
         return Ok(CpuStat {
             user: v[0],
@@ -95,8 +82,7 @@ pub fn parse_proc_stat(text: &str) -> Result<CpuStat> {
 
 /// Reads `/proc/stat` and parses its aggregate CPU line.
 pub fn read_cpu_stat() -> Result<CpuStat> {
-    let text = std::fs::read_to_string(PROC_STAT_PATH)
-        .with_context(|| format!("reading {PROC_STAT_PATH}"))?;
+    let text = std::fs::read_to_string(PROC_STAT_PATH).with_context(|| format!("reading {PROC_STAT_PATH}"))?;
     parse_proc_stat(&text)
 }
 
@@ -109,28 +95,18 @@ const NEAR_MAX: u64 = u64::MAX - 0x7ffff;
 fn interval_ticks(cur: &CpuStat, prev: &mut CpuStat) -> u64 {
     let mut ishift = 0u64;
     // Guest ticks can briefly exceed what user/nice include; widen the interval.
-    let (pu, cu) = (
-        prev.user.saturating_sub(prev.guest),
-        cur.user.saturating_sub(cur.guest),
-    );
+    let (pu, cu) = (prev.user.saturating_sub(prev.guest), cur.user.saturating_sub(cur.guest));
     if cur.user >= prev.user && cu < pu {
         ishift += pu - cu;
     }
-    let (pn, cn) = (
-        prev.nice.saturating_sub(prev.guest_nice),
-        cur.nice.saturating_sub(cur.guest_nice),
-    );
+    let (pn, cn) = (prev.nice.saturating_sub(prev.guest_nice), cur.nice.saturating_sub(cur.guest_nice));
     if cur.nice >= prev.nice && cn < pn {
         ishift += pn - cn;
     }
     if cur.iowait < prev.iowait && prev.iowait < NEAR_MAX {
         // iowait moved to idle (idle grew) → trust the new iowait; otherwise a
         // CPU came back online with iowait restarted from zero.
-        prev.iowait = if cur.idle > prev.idle || prev.idle >= NEAR_MAX {
-            cur.iowait
-        } else {
-            0
-        };
+        prev.iowait = if cur.idle > prev.idle || prev.idle >= NEAR_MAX { cur.iowait } else { 0 };
     }
     if cur.idle < prev.idle && prev.idle < NEAR_MAX {
         prev.idle = 0;
@@ -159,11 +135,7 @@ pub fn cpu_between(prev: &CpuStat, cur: &CpuStat, t_s: f64) -> CpuSample {
     let mut p = *prev;
     let total = interval_ticks(cur, &mut p);
     if total == 0 {
-        return CpuSample {
-            t_s,
-            idle_pct: 100.0,
-            ..Default::default()
-        };
+        return CpuSample { t_s, idle_pct: 100.0, ..Default::default() };
     }
     let pct = |a: u64, b: u64| {
         if b < a {
@@ -174,14 +146,8 @@ pub fn cpu_between(prev: &CpuStat, cur: &CpuStat, t_s: f64) -> CpuSample {
     };
     CpuSample {
         t_s,
-        user_pct: pct(
-            p.user.saturating_sub(p.guest),
-            cur.user.saturating_sub(cur.guest),
-        ),
-        nice_pct: pct(
-            p.nice.saturating_sub(p.guest_nice),
-            cur.nice.saturating_sub(cur.guest_nice),
-        ),
+        user_pct: pct(p.user.saturating_sub(p.guest), cur.user.saturating_sub(cur.guest)),
+        nice_pct: pct(p.nice.saturating_sub(p.guest_nice), cur.nice.saturating_sub(cur.guest_nice)),
         sys_pct: pct(p.system, cur.system),
         iowait_pct: pct(p.iowait, cur.iowait),
         irq_pct: pct(p.irq, cur.irq),
@@ -227,14 +193,8 @@ mod tests {
 
     #[test]
     fn malformed_stat_is_an_error() {
-        assert!(parse_proc_stat("cpu0 1 2 3 4\n")
-            .unwrap_err()
-            .to_string()
-            .contains("no aggregate"));
-        assert!(parse_proc_stat("cpu 1 2 3\n")
-            .unwrap_err()
-            .to_string()
-            .contains("3 fields"));
+        assert!(parse_proc_stat("cpu0 1 2 3 4\n").unwrap_err().to_string().contains("no aggregate"));
+        assert!(parse_proc_stat("cpu 1 2 3\n").unwrap_err().to_string().contains("3 fields"));
         let e = parse_proc_stat("cpu 1 2 x 4\n").unwrap_err().to_string();
         assert!(e.contains("system") && e.contains("line 1"), "{e}");
     }
@@ -285,10 +245,7 @@ mod tests {
         let prev = parse_proc_stat("cpu 100 0 0 1000 50 0 0 0 0 0").unwrap();
         let cur = parse_proc_stat("cpu 150 0 0 1050 45 0 0 0 0 0").unwrap();
         let s = cpu_between(&prev, &cur, 1.0);
-        assert!(
-            close(s.user_pct, 50.0) && close(s.idle_pct, 50.0) && s.iowait_pct == 0.0,
-            "{s:?}"
-        );
+        assert!(close(s.user_pct, 50.0) && close(s.idle_pct, 50.0) && s.iowait_pct == 0.0, "{s:?}");
 
         // No ticks at all: report idle, never NaN.
         let s = cpu_between(&prev, &prev, 1.0);

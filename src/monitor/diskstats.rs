@@ -141,22 +141,14 @@ pub fn diskstats_name(device: &str) -> Result<String> {
         return Ok(device.to_string());
     }
     // Resolve symlinks (/dev/mapper/*, /dev/disk/by-*) to the kernel name.
-    let resolved =
-        std::fs::canonicalize(device).unwrap_or_else(|_| Path::new(device).to_path_buf());
+    let resolved = std::fs::canonicalize(device).unwrap_or_else(|_| Path::new(device).to_path_buf());
     let name = resolved
         .strip_prefix("/dev")
         .ok()
         .and_then(|p| p.to_str())
         .map(str::to_string)
-        .or_else(|| {
-            resolved
-                .file_name()
-                .and_then(|n| n.to_str())
-                .map(str::to_string)
-        })
-        .with_context(|| {
-            format!("cannot derive a /proc/diskstats name from device path {device}")
-        })?;
+        .or_else(|| resolved.file_name().and_then(|n| n.to_str()).map(str::to_string))
+        .with_context(|| format!("cannot derive a /proc/diskstats name from device path {device}"))?;
     if name.is_empty() {
         bail!("cannot derive a /proc/diskstats name from device path {device}");
     }
@@ -197,9 +189,7 @@ pub fn parse_diskstats(text: &str, device_name: &str) -> Result<Option<DiskStats
         }
         let n = toks.len();
         if n < 14 || (n > 14 && n < 18) || n == 19 {
-            bail!(
-                "{DISKSTATS_PATH} line {line_no} ({device_name}): expected 14, 18 or 20 fields, found {n}: {line:?}"
-            );
+            bail!("{DISKSTATS_PATH} line {line_no} ({device_name}): expected 14, 18 or 20 fields, found {n}: {line:?}");
         }
         let major = toks[0].parse::<u32>().with_context(|| {
             format!("{DISKSTATS_PATH} line {line_no} ({device_name}): major number is not a number: {:?}", toks[0])
@@ -212,16 +202,8 @@ pub fn parse_diskstats(text: &str, device_name: &str) -> Result<Option<DiskStats
         for (idx, tok) in toks[3..limit].iter().enumerate() {
             v[idx] = parse_field(tok, idx, line_no, device_name)?;
         }
-        let discard = (n >= 18).then_some(DiscardStats {
-            ios: v[11],
-            merges: v[12],
-            sectors: v[13],
-            ticks_ms: v[14],
-        });
-        let flush = (n >= 20).then_some(FlushStats {
-            ios: v[15],
-            ticks_ms: v[16],
-        });
+        let discard = (n >= 18).then_some(DiscardStats { ios: v[11], merges: v[12], sectors: v[13], ticks_ms: v[14] });
+        let flush = (n >= 20).then_some(FlushStats { ios: v[15], ticks_ms: v[16] });
         return Ok(Some(DiskStats {
             major,
             minor,
@@ -249,10 +231,8 @@ pub fn parse_diskstats(text: &str, device_name: &str) -> Result<Option<DiskStats
 /// `device_name` may be a kernel name (`loop3`) or a device path (`/dev/loop3`).
 pub fn read_diskstats(device_name: &str) -> Result<DiskStats> {
     let name = diskstats_name(device_name)?;
-    let text = std::fs::read_to_string(DISKSTATS_PATH)
-        .with_context(|| format!("reading {DISKSTATS_PATH}"))?;
-    parse_diskstats(&text, &name)?
-        .with_context(|| format!("device {name} not found in {DISKSTATS_PATH}"))
+    let text = std::fs::read_to_string(DISKSTATS_PATH).with_context(|| format!("reading {DISKSTATS_PATH}"))?;
+    parse_diskstats(&text, &name)?.with_context(|| format!("device {name} not found in {DISKSTATS_PATH}"))
 }
 
 /// Increase of an `unsigned long` kernel counter (I/Os, merges, sectors).
@@ -335,18 +315,9 @@ impl Dir {
 /// look restarted (device removed and re-added), `prev` is treated as all
 /// zeros, as sysstat's `write_stats()` does; any other decrease counts as no
 /// activity for that counter.
-pub fn iostat_between(
-    prev: &DiskStats,
-    cur: &DiskStats,
-    interval_s: f64,
-    t_s: f64,
-) -> IostatSample {
+pub fn iostat_between(prev: &DiskStats, cur: &DiskStats, interval_s: f64, t_s: f64) -> IostatSample {
     let zero = DiskStats::default();
-    let prev = if cur.was_reset_since(prev) {
-        &zero
-    } else {
-        prev
-    };
+    let prev = if cur.was_reset_since(prev) { &zero } else { prev };
 
     let rd = Dir {
         ios: counter_delta(prev.reads, cur.reads),
@@ -361,20 +332,14 @@ pub fn iostat_between(
         ticks: ticks_delta(prev.write_ticks_ms, cur.write_ticks_ms),
     };
     // Absent discard/flush fields read as zero, like sysstat's memset() before sscanf().
-    let (pd, cd) = (
-        prev.discard.unwrap_or_default(),
-        cur.discard.unwrap_or_default(),
-    );
+    let (pd, cd) = (prev.discard.unwrap_or_default(), cur.discard.unwrap_or_default());
     let dc = Dir {
         ios: counter_delta(pd.ios, cd.ios),
         merges: counter_delta(pd.merges, cd.merges),
         sectors: counter_delta(pd.sectors, cd.sectors),
         ticks: ticks_delta(pd.ticks_ms, cd.ticks_ms),
     };
-    let (pf, cf) = (
-        prev.flush.unwrap_or_default(),
-        cur.flush.unwrap_or_default(),
-    );
+    let (pf, cf) = (prev.flush.unwrap_or_default(), cur.flush.unwrap_or_default());
     let fl_ios = counter_delta(pf.ios, cf.ios);
     let fl_ticks = ticks_delta(pf.ticks_ms, cf.ticks_ms);
 
@@ -425,8 +390,7 @@ mod tests {
     const L20: &str = "   8       0 sda 100 10 2000 50 200 20 4000 300 1 250 350 5 1 80 7 9 12";
 
     fn parse_one(line: &str) -> DiskStats {
-        let text =
-            format!("   7       0 loop0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n{line}\n");
+        let text = format!("   7       0 loop0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17\n{line}\n");
         parse_diskstats(&text, "sda").unwrap().unwrap()
     }
 
@@ -434,23 +398,9 @@ mod tests {
     fn parses_14_fields() {
         let s = parse_one(L14);
         assert_eq!((s.major, s.minor, s.name.as_str()), (8, 0, "sda"));
-        assert_eq!(
-            (s.reads, s.reads_merged, s.sectors_read, s.read_ticks_ms),
-            (100, 10, 2000, 50)
-        );
-        assert_eq!(
-            (
-                s.writes,
-                s.writes_merged,
-                s.sectors_written,
-                s.write_ticks_ms
-            ),
-            (200, 20, 4000, 300)
-        );
-        assert_eq!(
-            (s.in_flight, s.io_ticks_ms, s.time_in_queue_ms),
-            (1, 250, 350)
-        );
+        assert_eq!((s.reads, s.reads_merged, s.sectors_read, s.read_ticks_ms), (100, 10, 2000, 50));
+        assert_eq!((s.writes, s.writes_merged, s.sectors_written, s.write_ticks_ms), (200, 20, 4000, 300));
+        assert_eq!((s.in_flight, s.io_ticks_ms, s.time_in_queue_ms), (1, 250, 350));
         assert_eq!(s.discard, None);
         assert_eq!(s.flush, None);
     }
@@ -459,37 +409,15 @@ mod tests {
     fn parses_18_fields() {
         let s = parse_one(L18);
         assert_eq!(s.time_in_queue_ms, 350);
-        assert_eq!(
-            s.discard,
-            Some(DiscardStats {
-                ios: 5,
-                merges: 1,
-                sectors: 80,
-                ticks_ms: 7
-            })
-        );
+        assert_eq!(s.discard, Some(DiscardStats { ios: 5, merges: 1, sectors: 80, ticks_ms: 7 }));
         assert_eq!(s.flush, None);
     }
 
     #[test]
     fn parses_20_fields_and_ignores_extras() {
         let s = parse_one(L20);
-        assert_eq!(
-            s.discard,
-            Some(DiscardStats {
-                ios: 5,
-                merges: 1,
-                sectors: 80,
-                ticks_ms: 7
-            })
-        );
-        assert_eq!(
-            s.flush,
-            Some(FlushStats {
-                ios: 9,
-                ticks_ms: 12
-            })
-        );
+        assert_eq!(s.discard, Some(DiscardStats { ios: 5, merges: 1, sectors: 80, ticks_ms: 7 }));
+        assert_eq!(s.flush, Some(FlushStats { ios: 9, ticks_ms: 12 }));
         let future = parse_one(&format!("{L20} 99 98"));
         assert_eq!(future, s);
     }
@@ -504,51 +432,29 @@ mod tests {
 
     #[test]
     fn malformed_lines_are_errors_naming_the_problem() {
-        let err = parse_diskstats("8 0 sda 1 2 3", "sda")
-            .unwrap_err()
-            .to_string();
+        let err = parse_diskstats("8 0 sda 1 2 3", "sda").unwrap_err().to_string();
         assert!(err.contains("found 6"), "{err}");
-        let err = parse_diskstats("8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16", "sda")
-            .unwrap_err()
-            .to_string();
+        let err = parse_diskstats("8 0 sda 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16", "sda").unwrap_err().to_string();
         assert!(err.contains("found 19"), "{err}");
-        let err = parse_diskstats("8 0 sda 1 2 x 4 5 6 7 8 9 10 11", "sda")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("sectors read") && err.contains("\"x\""),
-            "{err}"
-        );
-        let err = parse_diskstats("8 q sda 1 2 3 4 5 6 7 8 9 10 11", "sda")
-            .unwrap_err()
-            .to_string();
+        let err = parse_diskstats("8 0 sda 1 2 x 4 5 6 7 8 9 10 11", "sda").unwrap_err().to_string();
+        assert!(err.contains("sectors read") && err.contains("\"x\""), "{err}");
+        let err = parse_diskstats("8 q sda 1 2 3 4 5 6 7 8 9 10 11", "sda").unwrap_err().to_string();
         assert!(err.contains("minor"), "{err}");
         // A garbage line for another device does not matter.
         let text = "garbage\n8 1 sdb x y\n8 0 sda 1 2 3 4 5 6 7 8 9 10 11\n";
-        assert_eq!(
-            parse_diskstats(text, "sda")
-                .unwrap()
-                .unwrap()
-                .time_in_queue_ms,
-            11
-        );
+        assert_eq!(parse_diskstats(text, "sda").unwrap().unwrap().time_in_queue_ms, 11);
     }
 
     #[test]
     fn negative_in_flight_is_clamped() {
-        let s = parse_diskstats("8 0 sda 1 2 3 4 5 6 7 8 -1 10 11", "sda")
-            .unwrap()
-            .unwrap();
+        let s = parse_diskstats("8 0 sda 1 2 3 4 5 6 7 8 -1 10 11", "sda").unwrap().unwrap();
         assert_eq!(s.in_flight, 0);
     }
 
     #[test]
     fn device_paths_are_normalised() {
         assert_eq!(diskstats_name("loop3").unwrap(), "loop3");
-        assert_eq!(
-            diskstats_name("/dev/nonexistent-fslab-test9").unwrap(),
-            "nonexistent-fslab-test9"
-        );
+        assert_eq!(diskstats_name("/dev/nonexistent-fslab-test9").unwrap(), "nonexistent-fslab-test9");
         assert!(diskstats_name("").is_err());
     }
 
@@ -632,13 +538,7 @@ mod tests {
     fn idle_interval_gives_zeros_not_nan() {
         let a = parse_one(L20);
         let s = iostat_between(&a, &a, 1.0, 1.0);
-        assert_eq!(
-            s,
-            IostatSample {
-                t_s: 1.0,
-                ..Default::default()
-            }
-        );
+        assert_eq!(s, IostatSample { t_s: 1.0, ..Default::default() });
         // Zero or nonsense interval: no division by zero either.
         let mut b = a.clone();
         b.reads += 10;
@@ -665,9 +565,7 @@ mod tests {
         assert!(close(s.w_s, 10.0) && close(s.wareq_sz, 4.0));
 
         // Full reset (device removed and re-added): prev counts as zero.
-        let reset = parse_diskstats("8 0 sda 3 0 24 6 0 0 0 0 0 5 6 0 0 0 0 0 0", "sda")
-            .unwrap()
-            .unwrap();
+        let reset = parse_diskstats("8 0 sda 3 0 24 6 0 0 0 0 0 5 6 0 0 0 0 0 0", "sda").unwrap().unwrap();
         assert!(reset.was_reset_since(&prev));
         let s = iostat_between(&prev, &reset, 1.0, 1.0);
         assert!(close(s.r_s, 3.0) && close(s.rkb_s, 12.0) && close(s.r_await, 2.0));

@@ -4,16 +4,15 @@
 
 use serde::{Deserialize, Serialize};
 
+pub mod blocktrace;
 pub mod cpu;
 pub mod diskstats;
-pub mod blocktrace;
 pub mod sampler;
 pub mod totals;
 
 pub use cpu::{cpu_between, parse_proc_stat, read_cpu_stat, CpuStat};
 pub use diskstats::{
-    diskstats_name, iostat_between, parse_diskstats, read_diskstats, DiscardStats, DiskStats,
-    FlushStats,
+    diskstats_name, iostat_between, parse_diskstats, read_diskstats, DiscardStats, DiskStats, FlushStats,
 };
 pub use sampler::{Monitor, MIN_INTERVAL};
 pub use totals::cpu_metrics;

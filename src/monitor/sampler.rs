@@ -73,12 +73,7 @@ impl Monitor {
             .name("fslab-monitor".into())
             .spawn(move || sample_loop(dev, interval, start, first, stop_rx))
             .context("monitor: spawning sampler thread")?;
-        Ok(Monitor {
-            device,
-            interval,
-            stop_tx: Some(stop_tx),
-            handle: Some(handle),
-        })
+        Ok(Monitor { device, interval, stop_tx: Some(stop_tx), handle: Some(handle) })
     }
 
     /// The `/proc/diskstats` name being sampled, if any.
@@ -97,9 +92,7 @@ impl Monitor {
     /// Fails if any snapshot failed during the run (e.g. the device vanished):
     /// the sampler stops at the first failure rather than leave silent gaps.
     pub fn stop(mut self) -> Result<MonitorData> {
-        let collected = self
-            .shutdown()
-            .ok_or_else(|| anyhow!("monitor already stopped"))??;
+        let collected = self.shutdown().ok_or_else(|| anyhow!("monitor already stopped"))??;
         let disk_totals = match (&collected.first, &collected.last) {
             (Some(f), Some(l)) => Some(DiskTotals::between(f, l, collected.duration_s)),
             _ => None,
@@ -203,17 +196,9 @@ mod tests {
 
     #[test]
     fn rejects_short_interval_and_unknown_device() {
-        let e = Monitor::start(None, Duration::from_millis(99))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = Monitor::start(None, Duration::from_millis(99)).err().unwrap().to_string();
         assert!(e.contains("too short"), "{e}");
-        let e = Monitor::start(
-            Some("fslab-test-no-such-dev".into()),
-            Duration::from_millis(100),
-        )
-        .err()
-        .unwrap();
+        let e = Monitor::start(Some("fslab-test-no-such-dev".into()), Duration::from_millis(100)).err().unwrap();
         assert!(format!("{e:#}").contains("not found"), "{e:#}");
     }
 
@@ -225,11 +210,7 @@ mod tests {
         assert_eq!(data.device, None);
         assert!(data.disk.is_empty() && data.disk_totals.is_none());
         // 5 scheduled samples plus the ~50 ms tail; allow for a loaded host.
-        assert!(
-            (3..=7).contains(&data.cpu.len()),
-            "{} samples",
-            data.cpu.len()
-        );
+        assert!((3..=7).contains(&data.cpu.len()), "{} samples", data.cpu.len());
         for (i, s) in data.cpu.iter().enumerate() {
             let sum = s.user_pct
                 + s.nice_pct
@@ -241,10 +222,7 @@ mod tests {
                 + s.idle_pct
                 + s.guest_pct
                 + s.guest_nice_pct;
-            assert!(
-                (sum - 100.0).abs() < 1e-6 || s.guest_pct > 0.0,
-                "sample {i}: {s:?}"
-            );
+            assert!((sum - 100.0).abs() < 1e-6 || s.guest_pct > 0.0, "sample {i}: {s:?}");
         }
         // Scheduled against the start instant: sample k lands near k·100 ms.
         let s2 = &data.cpu[1];
@@ -279,12 +257,7 @@ mod tests {
     fn attach(image: &std::path::Path) -> LoopGuard {
         let mut last_err = String::new();
         for _ in 0..5 {
-            let out = Command::new("losetup")
-                .arg("--find")
-                .arg("--show")
-                .arg(image)
-                .output()
-                .expect("run losetup");
+            let out = Command::new("losetup").arg("--find").arg("--show").arg(image).output().expect("run losetup");
             if out.status.success() {
                 let dev = String::from_utf8_lossy(&out.stdout).trim().to_string();
                 assert!(dev.starts_with("/dev/loop"), "losetup printed {dev:?}");
@@ -299,9 +272,7 @@ mod tests {
 
     #[test]
     fn real_loop_device_sees_direct_writes() {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("skipping real_loop_device_sees_direct_writes: needs root for losetup");
+        if !crate::testsupport::root_or_skip("real_loop_device_sees_direct_writes (losetup)") {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -317,13 +288,7 @@ mod tests {
             let st = Command::new("dd")
                 .arg("if=/dev/zero")
                 .arg(format!("of={dev}"))
-                .args([
-                    "bs=1M",
-                    "count=4",
-                    "oflag=direct",
-                    "conv=notrunc",
-                    "status=none",
-                ])
+                .args(["bs=1M", "count=4", "oflag=direct", "conv=notrunc", "status=none"])
                 .arg(format!("seek={}", chunk * 4))
                 .status()
                 .unwrap();
@@ -333,21 +298,10 @@ mod tests {
         let data = m.stop().unwrap();
 
         let totals = data.disk_totals.clone().expect("disk totals");
-        assert!(
-            (totals.written_mb - 16.0).abs() < 0.5,
-            "written_mb {}",
-            totals.written_mb
-        );
-        assert!(
-            totals.writes > 0 && totals.mean_write_kb > 0.0,
-            "{totals:?}"
-        );
+        assert!((totals.written_mb - 16.0).abs() < 0.5, "written_mb {}", totals.written_mb);
+        assert!(totals.writes > 0 && totals.mean_write_kb > 0.0, "{totals:?}");
         let busy = data.disk.iter().filter(|s| s.w_s > 0.0).count();
-        assert!(
-            busy >= 3,
-            "only {busy} samples with writes: {:?}",
-            data.disk
-        );
+        assert!(busy >= 3, "only {busy} samples with writes: {:?}", data.disk);
         // Per-interval kB/s integrate back to roughly the total written.
         let mut prev_t = 0.0;
         let kb: f64 = data
@@ -359,10 +313,7 @@ mod tests {
                 kb
             })
             .sum();
-        assert!(
-            (kb / 1024.0 - totals.written_mb).abs() < 0.5,
-            "sum {kb} KiB vs {totals:?}"
-        );
+        assert!((kb / 1024.0 - totals.written_mb).abs() < 0.5, "sum {kb} KiB vs {totals:?}");
         assert_eq!(data.disk.len(), data.cpu.len());
         drop(guard);
     }

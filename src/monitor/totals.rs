@@ -15,20 +15,10 @@ impl DiskTotals {
     /// (see [`DiskStats::was_reset_since`]) the last snapshot counts from zero.
     pub fn between(first: &DiskStats, last: &DiskStats, duration_s: f64) -> DiskTotals {
         let zero = DiskStats::default();
-        let first = if last.was_reset_since(first) {
-            &zero
-        } else {
-            first
-        };
+        let first = if last.was_reset_since(first) { &zero } else { first };
         let d = |a: u64, b: u64| b.saturating_sub(a);
-        let (fd, ld) = (
-            first.discard.unwrap_or_default(),
-            last.discard.unwrap_or_default(),
-        );
-        let (ff, lf) = (
-            first.flush.unwrap_or_default(),
-            last.flush.unwrap_or_default(),
-        );
+        let (fd, ld) = (first.discard.unwrap_or_default(), last.discard.unwrap_or_default());
+        let (ff, lf) = (first.flush.unwrap_or_default(), last.flush.unwrap_or_default());
 
         let reads = d(first.reads, last.reads);
         let writes = d(first.writes, last.writes);
@@ -53,11 +43,7 @@ impl DiskTotals {
             mean_read_kb: mean_kb(rd_sect, reads),
             mean_write_kb: mean_kb(wr_sect, writes),
             busy_s: d(first.io_ticks_ms, last.io_ticks_ms) as f64 / 1000.0,
-            duration_s: if duration_s.is_finite() && duration_s > 0.0 {
-                duration_s
-            } else {
-                0.0
-            },
+            duration_s: if duration_s.is_finite() && duration_s > 0.0 { duration_s } else { 0.0 },
         }
     }
 
@@ -115,20 +101,11 @@ pub fn cpu_metrics(samples: &[CpuSample]) -> Vec<Metric> {
     }
     let total: f64 = weights.iter().sum();
     let mean = |f: &dyn Fn(&CpuSample) -> f64| -> f64 {
-        samples
-            .iter()
-            .zip(&weights)
-            .map(|(s, w)| f(s) * w)
-            .sum::<f64>()
-            / total
+        samples.iter().zip(&weights).map(|(s, w)| f(s) * w).sum::<f64>() / total
     };
     vec![
         Metric::lower("cpu_user_pct", "%", mean(&|s| s.user_pct)),
-        Metric::lower(
-            "cpu_sys_pct",
-            "%",
-            mean(&|s| s.sys_pct + s.irq_pct + s.softirq_pct),
-        ),
+        Metric::lower("cpu_sys_pct", "%", mean(&|s| s.sys_pct + s.irq_pct + s.softirq_pct)),
         Metric::lower("cpu_iowait_pct", "%", mean(&|s| s.iowait_pct)),
         Metric::higher("cpu_idle_pct", "%", mean(&|s| s.idle_pct)),
     ]
@@ -140,10 +117,7 @@ mod tests {
     use crate::monitor::diskstats::parse_diskstats;
 
     fn get(ms: &[Metric], name: &str) -> Metric {
-        ms.iter()
-            .find(|m| m.name == name)
-            .unwrap_or_else(|| panic!("no metric {name}"))
-            .clone()
+        ms.iter().find(|m| m.name == name).unwrap_or_else(|| panic!("no metric {name}")).clone()
     }
 
     /// first → last deltas: 100 reads / 2048 sectors (1 MiB), 400 writes /
@@ -153,18 +127,10 @@ mod tests {
     /// busy 2.5 s → util 25 %.
     #[test]
     fn totals_from_hand_made_snapshots() {
-        let first = parse_diskstats(
-            "7 3 loop3 10 0 100 5 20 0 200 9 0 500 600 1 0 8 1 4 2",
-            "loop3",
-        )
-        .unwrap()
-        .unwrap();
-        let last = parse_diskstats(
-            "7 3 loop3 110 0 2148 50 420 7 16584 900 0 3000 4000 3 0 4104 3 7 5",
-            "loop3",
-        )
-        .unwrap()
-        .unwrap();
+        let first = parse_diskstats("7 3 loop3 10 0 100 5 20 0 200 9 0 500 600 1 0 8 1 4 2", "loop3").unwrap().unwrap();
+        let last = parse_diskstats("7 3 loop3 110 0 2148 50 420 7 16584 900 0 3000 4000 3 0 4104 3 7 5", "loop3")
+            .unwrap()
+            .unwrap();
         let t = DiskTotals::between(&first, &last, 10.0);
         assert_eq!((t.reads, t.writes, t.discards, t.flushes), (100, 400, 2, 3));
         assert_eq!((t.read_mb, t.written_mb, t.discarded_mb), (1.0, 8.0, 2.0));
@@ -175,16 +141,8 @@ mod tests {
         assert_eq!(get(&ms, "written_mb").value, 8.0);
         assert_eq!(get(&ms, "util_pct").value, 25.0);
         assert!(ms.iter().all(|m| !m.higher_is_better));
-        for name in [
-            "read_mb",
-            "written_mb",
-            "reads",
-            "writes",
-            "mean_read_kb",
-            "mean_write_kb",
-            "busy_s",
-            "util_pct",
-        ] {
+        for name in ["read_mb", "written_mb", "reads", "writes", "mean_read_kb", "mean_write_kb", "busy_s", "util_pct"]
+        {
             get(&ms, name);
         }
 
@@ -192,29 +150,18 @@ mod tests {
         // snapshot counts from zero. Zero duration gives 0 % util, not NaN.
         let t = DiskTotals::between(&last, &first, 0.0);
         assert_eq!((t.reads, t.writes, t.util_pct()), (10, 20, 0.0));
-        assert!(t
-            .metrics()
-            .iter()
-            .all(|m| m.value >= 0.0 && m.value.is_finite()));
+        assert!(t.metrics().iter().all(|m| m.value >= 0.0 && m.value.is_finite()));
         // A single counter going backwards (no reset) contributes 0.
         let mut odd = last.clone();
         odd.sectors_read = 0;
         odd.io_ticks_ms = 0;
         let t = DiskTotals::between(&first, &odd, 10.0);
-        assert_eq!(
-            (t.reads, t.read_mb, t.mean_read_kb, t.busy_s),
-            (100, 0.0, 0.0, 0.0)
-        );
+        assert_eq!((t.reads, t.read_mb, t.mean_read_kb, t.busy_s), (100, 0.0, 0.0, 0.0));
     }
 
     #[test]
     fn cpu_metrics_are_time_weighted() {
-        let s = |t_s, user_pct, idle_pct| CpuSample {
-            t_s,
-            user_pct,
-            idle_pct,
-            ..Default::default()
-        };
+        let s = |t_s, user_pct, idle_pct| CpuSample { t_s, user_pct, idle_pct, ..Default::default() };
         // 1 s at 10 % user, 1 s at 30 %, then a 0.5 s tail at 60 %:
         // (10 + 30 + 0.5*60) / 2.5 = 28 %.
         let ms = cpu_metrics(&[s(1.0, 10.0, 90.0), s(2.0, 30.0, 70.0), s(2.5, 60.0, 40.0)]);

@@ -42,7 +42,7 @@ impl CompareFormat for Terminal {
         table.load_style(NOTHING);
         let mut header = vec![Cell::new(""), Cell::new("")];
         header.push(Cell::new(report.baseline));
-        header.extend(others.iter().map(|v| Cell::new(v)));
+        header.extend(others.iter().map(Cell::new));
         header.extend(others.iter().map(|v| Cell::new(format!("verdict {v}"))));
         table.set_header(header);
 
@@ -65,7 +65,10 @@ impl CompareFormat for Terminal {
             for variant in &others {
                 match rows.iter().find(|r| &&r.variant == variant) {
                     Some(r) => {
-                        line.push(Cell::new(format!("{} {}", number(r.mean_variant), marked_change(r))).set_alignment(CellAlignment::Right));
+                        line.push(
+                            Cell::new(format!("{} {}", number(r.mean_variant), marked_change(r)))
+                                .set_alignment(CellAlignment::Right),
+                        );
                         verdicts.push(Cell::new(verdict_text(r)));
                     }
                     None => {

@@ -87,22 +87,12 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         }
         None => store.create_experiment(&new_experiment(exp, diagnosis)?)?,
     };
-    let done: HashSet<usize> = store
-        .runs(experiment_id)?
-        .into_iter()
-        .filter(|r| r.status == RunStatus::Ok)
-        .map(|r| r.seq)
-        .collect();
+    let done: HashSet<usize> =
+        store.runs(experiment_id)?.into_iter().filter(|r| r.status == RunStatus::Ok).map(|r| r.seq).collect();
 
     let cfg = CompareConfig { alpha: exp.alpha, theta: exp.theta, ..CompareConfig::default() };
-    let mut summary = RunSummary {
-        experiment_id,
-        runs_ok: 0,
-        runs_failed: 0,
-        runs_skipped: 0,
-        rounds: 0,
-        interrupted: false,
-    };
+    let mut summary =
+        RunSummary { experiment_id, runs_ok: 0, runs_failed: 0, runs_skipped: 0, rounds: 0, interrupted: false };
     let per_round = exp.variants.len() * exp.workloads.len();
     observer.start(exp.min_rounds() * per_round, exp.max_rounds() * per_round);
 

@@ -72,8 +72,10 @@ impl Observer for Console {
         if std::io::stdout().is_terminal() {
             let bar = ProgressBar::new(planned as u64);
             bar.set_style(
-                ProgressStyle::with_template("{spinner} [{elapsed_precise}] {bar:30} run {pos}/{len}  ETA {eta}  {msg}")
-                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed_precise}] {bar:30} run {pos}/{len}  ETA {eta}  {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
             self.bar = Some(bar);
         }

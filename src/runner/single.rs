@@ -99,8 +99,8 @@ fn fs_snapshot(bed: &Testbed, record: &mut RunRecord, kind: &str) -> Option<FsSn
     if !matches!(bed.fstype.as_str(), "ext4" | "xfs" | "btrfs") {
         return None;
     }
-    let snap = crate::fsinternal::snapshot(&bed.fstype, dev, &bed.mountpoint)
-        .and_then(|s| Ok((serde_json::to_value(&s)?, s)));
+    let snap =
+        crate::fsinternal::snapshot(&bed.fstype, dev, &bed.mountpoint).and_then(|s| Ok((serde_json::to_value(&s)?, s)));
     match snap {
         Ok((json, s)) => {
             record.fs_snapshots.push((kind.to_string(), json));

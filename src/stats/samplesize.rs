@@ -42,7 +42,7 @@ pub fn runs_needed(
     }
     let m = if theta.is_finite() && theta > 0.0 { theta.ln_1p() } else { 0.0 };
     let delta = (effect_log.abs() - m).abs().max(m / 4.0);
-    let floor = current_n.saturating_add(1).max(2).min(RUNS_NEEDED_CAP);
+    let floor = current_n.saturating_add(1).clamp(2, RUNS_NEEDED_CAP);
     if delta <= 0.0 {
         return Some(RUNS_NEEDED_CAP);
     }

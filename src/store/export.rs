@@ -179,10 +179,7 @@ pub fn to_csv(store: &Store, experiment_id: i64) -> Result<String> {
         for m in &r.metrics {
             let hib = if m.higher_is_better { "true" } else { "false" };
             let value = if m.value.is_finite() { m.value.to_string() } else { String::new() };
-            push_row(
-                &mut out,
-                &[&id, &e.name, &seq, &round, variant, workload, status, &m.name, &m.unit, hib, &value],
-            );
+            push_row(&mut out, &[&id, &e.name, &seq, &round, variant, workload, status, &m.name, &m.unit, hib, &value]);
         }
     }
     Ok(out)

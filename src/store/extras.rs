@@ -43,9 +43,8 @@ impl Store {
             .conn
             .prepare_cached("SELECT kind, json FROM run_extras WHERE run_id = ?1 ORDER BY position")
             .with_context(ctx)?;
-        let rows = stmt
-            .query_map([run_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-            .with_context(ctx)?;
+        let rows =
+            stmt.query_map([run_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).with_context(ctx)?;
         let mut out = Vec::new();
         for row in rows {
             let (kind, json) = row.with_context(ctx)?;

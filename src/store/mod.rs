@@ -174,8 +174,7 @@ impl Store {
 
     /// The schema version of the open database (`PRAGMA user_version`).
     pub fn schema_version(&self) -> Result<u32> {
-        schema::user_version(&self.conn)
-            .with_context(|| format!("cannot read schema version of {}", self.location()))
+        schema::user_version(&self.conn).with_context(|| format!("cannot read schema version of {}", self.location()))
     }
 
     /// The file this store lives in; `None` for in-memory stores.
@@ -185,8 +184,7 @@ impl Store {
 
     /// Opens `path` migrated only up to `target` (test hook for upgrade tests).
     pub(crate) fn open_at(path: &Path, target: u32) -> Result<Store> {
-        let conn = Connection::open(path)
-            .with_context(|| format!("cannot open store database {}", path.display()))?;
+        let conn = Connection::open(path).with_context(|| format!("cannot open store database {}", path.display()))?;
         let mut store = Store { conn, path: Some(path.to_path_buf()) };
         store.init(target)?;
         Ok(store)
@@ -196,9 +194,7 @@ impl Store {
         let loc = self.location();
         // Foreign keys are per connection and off by default; they make
         // deleting a run take its metrics and samples with it.
-        self.conn
-            .execute_batch("PRAGMA foreign_keys = ON;")
-            .with_context(|| format!("cannot configure {loc}"))?;
+        self.conn.execute_batch("PRAGMA foreign_keys = ON;").with_context(|| format!("cannot configure {loc}"))?;
         // A report may read while a run is being written; wait rather than fail.
         self.conn.busy_timeout(Duration::from_secs(10)).with_context(|| format!("cannot configure {loc}"))?;
         schema::migrate(&mut self.conn, &loc, target)
@@ -229,10 +225,7 @@ where
 }
 
 /// Reads an INTEGER column into an unsigned Rust type, failing on negatives.
-fn get_uint<I: rusqlite::RowIndex + Copy, T: TryFrom<i64>>(
-    row: &rusqlite::Row<'_>,
-    idx: I,
-) -> rusqlite::Result<T> {
+fn get_uint<I: rusqlite::RowIndex + Copy, T: TryFrom<i64>>(row: &rusqlite::Row<'_>, idx: I) -> rusqlite::Result<T> {
     let v: i64 = row.get(idx)?;
     T::try_from(v).map_err(|_| match idx.idx(row.as_ref()) {
         Ok(i) => rusqlite::Error::IntegralValueOutOfRange(i, v),

@@ -52,14 +52,10 @@ impl Store {
 
         let mut stmt = self
             .conn
-            .prepare(
-                "SELECT position, name, config_json FROM variants WHERE experiment_id = ?1 ORDER BY position",
-            )
+            .prepare("SELECT position, name, config_json FROM variants WHERE experiment_id = ?1 ORDER BY position")
             .with_context(|| format!("cannot query variants in {loc}"))?;
         e.variants = stmt
-            .query_map([id], |r| {
-                Ok(VariantRow { position: get_uint(r, 0)?, name: r.get(1)?, config_json: r.get(2)? })
-            })
+            .query_map([id], |r| Ok(VariantRow { position: get_uint(r, 0)?, name: r.get(1)?, config_json: r.get(2)? }))
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .with_context(|| format!("cannot read variants of experiment {id} from {loc}"))?;
 
@@ -71,12 +67,7 @@ impl Store {
             .with_context(|| format!("cannot query workloads in {loc}"))?;
         e.workloads = stmt
             .query_map([id], |r| {
-                Ok(WorkloadRow {
-                    position: get_uint(r, 0)?,
-                    label: r.get(1)?,
-                    kind: r.get(2)?,
-                    config_json: r.get(3)?,
-                })
+                Ok(WorkloadRow { position: get_uint(r, 0)?, label: r.get(1)?, kind: r.get(2)?, config_json: r.get(3)? })
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .with_context(|| format!("cannot read workloads of experiment {id} from {loc}"))?;
@@ -153,12 +144,8 @@ impl Store {
             .with_context(ctx)?;
         let rows = stmt
             .query_map([experiment_id], |r| {
-                let m = Metric {
-                    name: r.get(1)?,
-                    unit: r.get(2)?,
-                    higher_is_better: r.get(3)?,
-                    value: real(r, "value")?,
-                };
+                let m =
+                    Metric { name: r.get(1)?, unit: r.get(2)?, higher_is_better: r.get(3)?, value: real(r, "value")? };
                 Ok((r.get::<_, i64>(0)?, m))
             })
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
@@ -169,9 +156,7 @@ impl Store {
 
         let mut stmt = self
             .conn
-            .prepare(
-                "SELECT t.* FROM disk_totals t JOIN runs r ON r.id = t.run_id WHERE r.experiment_id = ?1",
-            )
+            .prepare("SELECT t.* FROM disk_totals t JOIN runs r ON r.id = t.run_id WHERE r.experiment_id = ?1")
             .with_context(ctx)?;
         let mut totals: HashMap<i64, DiskTotals> = stmt
             .query_map([experiment_id], |r| Ok((r.get::<_, i64>("run_id")?, disk_totals(r)?)))
@@ -225,14 +210,12 @@ impl Store {
 
         let disk_totals = self
             .conn
-            .query_row("SELECT * FROM disk_totals WHERE run_id = ?1", [run_id], |r| disk_totals(r))
+            .query_row("SELECT * FROM disk_totals WHERE run_id = ?1", [run_id], disk_totals)
             .optional()
             .with_context(ctx)?;
 
-        let mut stmt = self
-            .conn
-            .prepare("SELECT * FROM iostat_samples WHERE run_id = ?1 ORDER BY idx")
-            .with_context(ctx)?;
+        let mut stmt =
+            self.conn.prepare("SELECT * FROM iostat_samples WHERE run_id = ?1 ORDER BY idx").with_context(ctx)?;
         let disk = stmt
             .query_map([run_id], |r| {
                 Ok(IostatSample {
@@ -264,10 +247,8 @@ impl Store {
             .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
             .with_context(ctx)?;
 
-        let mut stmt = self
-            .conn
-            .prepare("SELECT * FROM cpu_samples WHERE run_id = ?1 ORDER BY idx")
-            .with_context(ctx)?;
+        let mut stmt =
+            self.conn.prepare("SELECT * FROM cpu_samples WHERE run_id = ?1 ORDER BY idx").with_context(ctx)?;
         let cpu = stmt
             .query_map([run_id], |r| {
                 Ok(CpuSample {

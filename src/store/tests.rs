@@ -12,12 +12,7 @@ fn variant(position: usize, name: &str) -> VariantRow {
 }
 
 fn workload(position: usize, label: &str) -> WorkloadRow {
-    WorkloadRow {
-        position,
-        label: label.into(),
-        kind: "untar".into(),
-        config_json: "{\"files\":1000}".into(),
-    }
+    WorkloadRow { position, label: label.into(), kind: "untar".into(), config_json: "{\"files\":1000}".into() }
 }
 
 fn new_exp(name: &str, hash: &str) -> NewExperiment {
@@ -34,14 +29,7 @@ fn new_exp(name: &str, hash: &str) -> NewExperiment {
     }
 }
 
-fn run(
-    seq: usize,
-    round: usize,
-    variant: &str,
-    workload: &str,
-    status: RunStatus,
-    metrics: Vec<Metric>,
-) -> RunRecord {
+fn run(seq: usize, round: usize, variant: &str, workload: &str, status: RunStatus, metrics: Vec<Metric>) -> RunRecord {
     RunRecord {
         seq,
         round,
@@ -187,10 +175,8 @@ fn round_trip_full_run_through_a_file() {
     assert_eq!(store.monitor(run_id).unwrap().as_ref(), Some(monitor));
 
     // Rollback journal, not WAL: the store is exactly one file.
-    let names: Vec<String> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
+    let names: Vec<String> =
+        std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
     assert_eq!(names, vec!["results.db".to_string()]);
     let app_id: i64 = store.conn.query_row("PRAGMA application_id", [], |r| r.get(0)).unwrap();
     assert_eq!(app_id, schema::APPLICATION_ID);
@@ -307,8 +293,7 @@ fn record_run_input_errors() {
     no_status.status = None;
     let e = err_text(store.record_run(exp, &no_status).unwrap_err());
     assert!(e.contains("has no status"), "{e}");
-    let e =
-        err_text(store.record_run(exp + 1, &run(0, 0, "zeta", "first", RunStatus::Ok, vec![])).unwrap_err());
+    let e = err_text(store.record_run(exp + 1, &run(0, 0, "zeta", "first", RunStatus::Ok, vec![])).unwrap_err());
     assert!(e.contains(&format!("no experiment {} in :memory:", exp + 1)), "{e}");
 }
 
@@ -335,13 +320,8 @@ fn failed_run_is_replaced_but_ok_run_is_not() {
 
     // The retry replaces it.
     let mut ok = run(3, 1, "alpha", "first", RunStatus::Ok, vec![Metric::lower("elapsed", "s", 60.0)]);
-    ok.monitor = Some(MonitorData {
-        device: None,
-        interval_s: 0.5,
-        disk: vec![iostat(9)],
-        cpu: vec![],
-        disk_totals: None,
-    });
+    ok.monitor =
+        Some(MonitorData { device: None, interval_s: 0.5, disk: vec![iostat(9)], cpu: vec![], disk_totals: None });
     let ok_id = store.record_run(exp, &ok).unwrap();
     let runs = store.runs(exp).unwrap();
     assert_eq!(runs.len(), 1);
@@ -357,8 +337,7 @@ fn failed_run_is_replaced_but_ok_run_is_not() {
     assert_eq!(&store.samples(ok_id).unwrap(), ok.monitor.as_ref().unwrap());
 
     // Neither a failed nor an ok run may replace the ok one.
-    let e =
-        err_text(store.record_run(exp, &run(3, 2, "alpha", "first", RunStatus::Failed, vec![])).unwrap_err());
+    let e = err_text(store.record_run(exp, &run(3, 2, "alpha", "first", RunStatus::Failed, vec![])).unwrap_err());
     assert!(e.contains("run seq 3 of experiment") && e.contains("never replaced"), "{e}");
     let e = err_text(store.record_run(exp, &run(3, 2, "alpha", "first", RunStatus::Ok, vec![])).unwrap_err());
     assert!(e.contains("already recorded as ok"), "{e}");
@@ -439,8 +418,7 @@ fn foreign_files_are_rejected() {
     assert!(e.contains("not an fslab store") && e.contains("other.db"), "{e}");
 
     let text = dir.path().join("notes.txt");
-    std::fs::write(&text, "this is not a database, just some text that is long enough to look like a header")
-        .unwrap();
+    std::fs::write(&text, "this is not a database, just some text that is long enough to look like a header").unwrap();
     let e = err_text(Store::open(&text).err().unwrap());
     assert!(e.contains("notes.txt"), "{e}");
 
@@ -506,10 +484,8 @@ fn metric_series_order_and_failed_runs_excluded() {
     add(&mut store, 1, "zeta", "second", RunStatus::Ok, m(4.0, 40.0));
 
     let series = store.metric_series(exp).unwrap();
-    let got: Vec<(&str, &str, &str, Vec<f64>)> = series
-        .iter()
-        .map(|s| (s.workload.as_str(), s.metric.as_str(), s.variant.as_str(), s.values.clone()))
-        .collect();
+    let got: Vec<(&str, &str, &str, Vec<f64>)> =
+        series.iter().map(|s| (s.workload.as_str(), s.metric.as_str(), s.variant.as_str(), s.values.clone())).collect();
     assert_eq!(
         got,
         vec![
@@ -650,9 +626,7 @@ fn json_export_parses_back_with_expected_keys() {
     let text = to_json(&store, exp).unwrap();
     let v: serde_json::Value = serde_json::from_str(&text).unwrap();
     let e = &v["experiment"];
-    for key in
-        ["id", "name", "created_at", "finished_at", "status", "seed", "environment", "plan", "spec_hash"]
-    {
+    for key in ["id", "name", "created_at", "finished_at", "status", "seed", "environment", "plan", "spec_hash"] {
         assert!(e.get(key).is_some(), "experiment.{key} missing in {text}");
     }
     assert_eq!(e["id"], exp);

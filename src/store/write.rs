@@ -46,14 +46,12 @@ impl Store {
                 .prepare("INSERT INTO variants (experiment_id, position, name, config_json) VALUES (?1, ?2, ?3, ?4)")
                 .with_context(|| format!("cannot prepare variant insert in {loc}"))?;
             for v in &e.variants {
-                stmt.execute(params![id, sql_int(v.position)?, v.name, v.config_json]).with_context(
-                    || {
-                        format!(
-                            "cannot record variant {:?} (position {}) of experiment {:?} in {loc}",
-                            v.name, v.position, e.name
-                        )
-                    },
-                )?;
+                stmt.execute(params![id, sql_int(v.position)?, v.name, v.config_json]).with_context(|| {
+                    format!(
+                        "cannot record variant {:?} (position {}) of experiment {:?} in {loc}",
+                        v.name, v.position, e.name
+                    )
+                })?;
             }
             let mut stmt = tx
                 .prepare(
@@ -62,13 +60,12 @@ impl Store {
                 )
                 .with_context(|| format!("cannot prepare workload insert in {loc}"))?;
             for w in &e.workloads {
-                stmt.execute(params![id, sql_int(w.position)?, w.label, w.kind, w.config_json])
-                    .with_context(|| {
-                        format!(
-                            "cannot record workload {:?} (position {}) of experiment {:?} in {loc}",
-                            w.label, w.position, e.name
-                        )
-                    })?;
+                stmt.execute(params![id, sql_int(w.position)?, w.label, w.kind, w.config_json]).with_context(|| {
+                    format!(
+                        "cannot record workload {:?} (position {}) of experiment {:?} in {loc}",
+                        w.label, w.position, e.name
+                    )
+                })?;
             }
         }
         tx.commit().with_context(|| format!("cannot commit experiment {:?} to {loc}", e.name))?;
@@ -136,15 +133,12 @@ impl Store {
                 .with_context(|| format!("cannot replace failed {what}"))?;
         }
 
-        let run_id =
-            insert_run(&tx, experiment_id, run, status).with_context(|| format!("cannot record {what}"))?;
+        let run_id = insert_run(&tx, experiment_id, run, status).with_context(|| format!("cannot record {what}"))?;
         insert_metrics(&tx, run_id, run).with_context(|| format!("cannot record metrics of {what}"))?;
         if let Some(m) = &run.monitor {
-            insert_monitor(&tx, run_id, m)
-                .with_context(|| format!("cannot record monitor data of {what}"))?;
+            insert_monitor(&tx, run_id, m).with_context(|| format!("cannot record monitor data of {what}"))?;
         }
-        super::extras::insert_extras(&tx, run_id, run)
-            .with_context(|| format!("cannot record extras of {what}"))?;
+        super::extras::insert_extras(&tx, run_id, run).with_context(|| format!("cannot record extras of {what}"))?;
         tx.commit().with_context(|| format!("cannot commit {what}"))?;
         Ok(run_id)
     }
@@ -160,9 +154,7 @@ impl Store {
 }
 
 fn check_json(field: &str, text: &str) -> Result<()> {
-    serde_json::from_str::<serde_json::Value>(text)
-        .map(|_| ())
-        .with_context(|| format!("{field} is not valid JSON"))
+    serde_json::from_str::<serde_json::Value>(text).map(|_| ()).with_context(|| format!("{field} is not valid JSON"))
 }
 
 fn insert_run(tx: &Transaction<'_>, experiment_id: i64, run: &RunRecord, status: RunStatus) -> Result<i64> {

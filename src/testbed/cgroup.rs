@@ -64,7 +64,10 @@ pub struct ThrottleGroup {
     released: bool,
 }
 
-const V1_FILES: [(&str, fn(&Throttle) -> Option<u64>); 4] = [
+/// A throttle file and the limit of [`Throttle`] it carries.
+type LimitFile = (&'static str, fn(&Throttle) -> Option<u64>);
+
+const V1_FILES: [LimitFile; 4] = [
     ("blkio.throttle.read_bps_device", |t| t.read_bps.map(|b| b.0)),
     ("blkio.throttle.write_bps_device", |t| t.write_bps.map(|b| b.0)),
     ("blkio.throttle.read_iops_device", |t| t.read_iops),

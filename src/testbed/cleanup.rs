@@ -85,7 +85,11 @@ pub fn cleanup(workdirs: &[PathBuf], all: bool) -> CleanupReport {
             if let (Some(cgroup::Flavor::V1(root)), Ok(dev)) = (&flavor, DevNum::of(&device)) {
                 let _ = cgroup::clear_v1_rules(root, dev);
             }
-            note(&mut report, format!("loop device {} ({})", device.display(), backing.display()), loopdev::detach(&device));
+            note(
+                &mut report,
+                format!("loop device {} ({})", device.display(), backing.display()),
+                loopdev::detach(&device),
+            );
         } else {
             report.in_use.push(format!("loop device {}", device.display()));
         }
@@ -105,7 +109,11 @@ pub fn cleanup(workdirs: &[PathBuf], all: bool) -> CleanupReport {
     for dir in crate::monitor::blocktrace::marker_instances() {
         let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if stale(&name, all) {
-            note(&mut report, format!("trace instance {}", dir.display()), crate::monitor::blocktrace::remove_instance(&dir));
+            note(
+                &mut report,
+                format!("trace instance {}", dir.display()),
+                crate::monitor::blocktrace::remove_instance(&dir),
+            );
         } else {
             report.in_use.push(format!("trace instance {}", dir.display()));
         }

@@ -43,7 +43,13 @@ impl BuiltImage {
 }
 
 /// The packer program and its full argument list for `fs`.
-pub fn command(fs: &FsKind, options: &ImageOptions, extra: &[String], staging: &Path, image: &Path) -> Result<(&'static str, Vec<String>)> {
+pub fn command(
+    fs: &FsKind,
+    options: &ImageOptions,
+    extra: &[String],
+    staging: &Path,
+    image: &Path,
+) -> Result<(&'static str, Vec<String>)> {
     let staging = staging.to_str().context("staging path is not UTF-8")?.to_string();
     let image = image.to_str().context("image path is not UTF-8")?.to_string();
     let mut args: Vec<String> = Vec::new();
@@ -90,7 +96,8 @@ pub fn command(fs: &FsKind, options: &ImageOptions, extra: &[String], staging: &
 /// help text has no such list, e.g. another erofs-utils version).
 pub fn erofs_compressors() -> Option<Vec<String>> {
     // --help exits 0 on some versions and 1 on others; read whatever it printed.
-    let output = std::process::Command::new("mkfs.erofs").arg("--help").stdin(std::process::Stdio::null()).output().ok()?;
+    let output =
+        std::process::Command::new("mkfs.erofs").arg("--help").stdin(std::process::Stdio::null()).output().ok()?;
     let text = format!("{}{}", String::from_utf8_lossy(&output.stdout), String::from_utf8_lossy(&output.stderr));
     parse_erofs_compressors(&text)
 }
@@ -109,7 +116,13 @@ pub fn parse_erofs_compressors(help: &str) -> Option<Vec<String>> {
 }
 
 /// Pack `staging` into `image`; the image file must not exist yet.
-pub fn build(fs: &FsKind, options: &ImageOptions, extra: &[String], staging: &Path, image: &Path) -> Result<BuiltImage> {
+pub fn build(
+    fs: &FsKind,
+    options: &ImageOptions,
+    extra: &[String],
+    staging: &Path,
+    image: &Path,
+) -> Result<BuiltImage> {
     if *fs == FsKind::Erofs && options.compressor != "none" {
         if let Some(available) = erofs_compressors() {
             if !available.contains(&options.compressor) {
@@ -127,7 +140,8 @@ pub fn build(fs: &FsKind, options: &ImageOptions, extra: &[String], staging: &Pa
     let start = Instant::now();
     run_tool(program, &argv).with_context(|| format!("building the {fs} image"))?;
     let build_s = start.elapsed().as_secs_f64();
-    let image_bytes = std::fs::metadata(image).with_context(|| format!("{program} wrote no {}", image.display()))?.len();
+    let image_bytes =
+        std::fs::metadata(image).with_context(|| format!("{program} wrote no {}", image.display()))?.len();
     Ok(BuiltImage { build_s, image_bytes, content_bytes })
 }
 
@@ -151,7 +165,13 @@ mod tests {
     use super::*;
 
     fn opts(compressor: &str) -> ImageOptions {
-        ImageOptions { compressor: compressor.into(), level: None, block_size: None, fragments: true, pcluster_size: None }
+        ImageOptions {
+            compressor: compressor.into(),
+            level: None,
+            block_size: None,
+            fragments: true,
+            pcluster_size: None,
+        }
     }
 
     #[test]
@@ -160,7 +180,8 @@ mod tests {
         o.level = Some(19);
         o.fragments = false;
         o.block_size = Some(1 << 20);
-        let (p, a) = command(&FsKind::Squashfs, &o, &["-Xdict-size".into()], Path::new("/s"), Path::new("/i.img")).unwrap();
+        let (p, a) =
+            command(&FsKind::Squashfs, &o, &["-Xdict-size".into()], Path::new("/s"), Path::new("/i.img")).unwrap();
         assert_eq!(p, "mksquashfs");
         assert_eq!(
             a.join(" "),

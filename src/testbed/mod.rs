@@ -211,7 +211,8 @@ impl Testbed {
         let Some(populate) = populate else {
             bail!("a {} testbed is packed from a workload's files, and none was given", variant.fs);
         };
-        let options = variant.image.clone().with_context(|| format!("variant `{}` has no image options", variant.name))?;
+        let options =
+            variant.image.clone().with_context(|| format!("variant `{}` has no image options", variant.name))?;
         fs::create_dir(&self.mountpoint).with_context(|| format!("creating {}", self.mountpoint.display()))?;
         let staging = self.dir.join("staging");
         fs::create_dir(&staging).with_context(|| format!("creating {}", staging.display()))?;

@@ -103,8 +103,23 @@ pub fn facts(target: &Path) -> Result<Option<MountFacts>> {
 
 /// Options that mount(8) consumes or that the kernel never echoes back.
 const NOT_ECHOED: &[&str] = &[
-    "defaults", "auto", "noauto", "user", "nouser", "users", "owner", "group", "_netdev", "nofail", "async",
-    "strictatime", "loud", "rw", "exec", "suid", "dev",
+    "defaults",
+    "auto",
+    "noauto",
+    "user",
+    "nouser",
+    "users",
+    "owner",
+    "group",
+    "_netdev",
+    "nofail",
+    "async",
+    "strictatime",
+    "loud",
+    "rw",
+    "exec",
+    "suid",
+    "dev",
 ];
 
 /// Every requested option must be visible in the effective options
@@ -130,7 +145,11 @@ pub fn verify_options(requested: &str, facts: &MountFacts) -> Result<()> {
             bail!(
                 "mount option `{option}` is not in effect: the kernel reports `{}`{}",
                 [facts.mount_options.as_str(), facts.super_options.as_str()].join(" | "),
-                facts.fs_options.as_ref().map(|o| format!(" and fs options `{}`", o.lines().collect::<Vec<_>>().join(","))).unwrap_or_default()
+                facts
+                    .fs_options
+                    .as_ref()
+                    .map(|o| format!(" and fs options `{}`", o.lines().collect::<Vec<_>>().join(",")))
+                    .unwrap_or_default()
             );
         }
     }

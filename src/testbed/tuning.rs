@@ -79,7 +79,12 @@ pub fn set_tunables(dir: &Path, tunables: &[(String, String)]) -> Result<()> {
         let file = dir.join(key);
         if !file.is_file() {
             let mut names: Vec<String> = fs::read_dir(dir)
-                .map(|d| d.flatten().filter(|e| e.path().is_file()).filter_map(|e| e.file_name().into_string().ok()).collect())
+                .map(|d| {
+                    d.flatten()
+                        .filter(|e| e.path().is_file())
+                        .filter_map(|e| e.file_name().into_string().ok())
+                        .collect()
+                })
                 .unwrap_or_default();
             names.sort();
             bail!("sysfs tunable `{key}` does not exist in {} (available: {})", dir.display(), names.join(", "));

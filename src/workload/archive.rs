@@ -59,10 +59,7 @@ pub struct ArchiveSpec {
 
 impl Default for ArchiveSpec {
     fn default() -> Self {
-        ArchiveSpec {
-            compressibility: 0.5,
-            seed: 0,
-        }
+        ArchiveSpec { compressibility: 0.5, seed: 0 }
     }
 }
 
@@ -92,18 +89,13 @@ pub fn ensure_archive(listing: &Listing, spec: &ArchiveSpec, cache_dir: &Path) -
     if path.is_file() {
         return Ok(path);
     }
-    fs::create_dir_all(cache_dir)
-        .with_context(|| format!("creating archive cache {}", cache_dir.display()))?;
+    fs::create_dir_all(cache_dir).with_context(|| format!("creating archive cache {}", cache_dir.display()))?;
 
     // Unique per process and call, so concurrent builders (threads or
     // processes) never share a temp file; the last rename wins, and all of
     // them wrote the same bytes.
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let tmp = cache_dir.join(format!(
-        ".{name}.tmp.{}.{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    ));
+    let tmp = cache_dir.join(format!(".{name}.tmp.{}.{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
     let result = (|| -> Result<()> {
         let file = OpenOptions::new()
             .write(true)
@@ -111,25 +103,17 @@ pub fn ensure_archive(listing: &Listing, spec: &ArchiveSpec, cache_dir: &Path) -
             .open(&tmp)
             .with_context(|| format!("creating {}", tmp.display()))?;
         let out = write_archive(listing, spec, BufWriter::with_capacity(1 << 20, file))?;
-        let file = out
-            .into_inner()
-            .map_err(|e| e.into_error())
-            .with_context(|| format!("writing {}", tmp.display()))?;
+        let file =
+            out.into_inner().map_err(|e| e.into_error()).with_context(|| format!("writing {}", tmp.display()))?;
         // Durable before it becomes visible under its final name, so a crash
         // never leaves a truncated archive that would then be reused.
-        file.sync_all()
-            .with_context(|| format!("syncing {}", tmp.display()))?;
-        fs::rename(&tmp, &path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
+        file.sync_all().with_context(|| format!("syncing {}", tmp.display()))?;
+        fs::rename(&tmp, &path).with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
         Ok(())
     })();
     if let Err(e) = result {
         let _ = fs::remove_file(&tmp);
-        return Err(e.context(format!(
-            "generating archive for {} in {}",
-            listing.origin,
-            cache_dir.display()
-        )));
+        return Err(e.context(format!("generating archive for {} in {}", listing.origin, cache_dir.display())));
     }
     // Best effort: persist the rename itself.
     if let Ok(dir) = File::open(cache_dir) {
@@ -185,34 +169,29 @@ pub fn write_archive<W: Write>(listing: &Listing, spec: &ArchiveSpec, out: W) ->
         h.set_gid(0);
         h.set_mtime(e.mtime.max(0) as u64);
         h.set_size(0);
-        let res = h
-            .set_username("root")
-            .and_then(|()| h.set_groupname("root"))
-            .and_then(|()| match &e.kind {
-                EntryKind::File => {
-                    h.set_entry_type(tar::EntryType::Regular);
-                    h.set_size(e.size);
-                    let content = ContentReader::new(spec, &e.path, e.size);
-                    builder.append_data(&mut h, &e.path, content)
-                }
-                EntryKind::Dir => {
-                    h.set_entry_type(tar::EntryType::Directory);
-                    builder.append_data(&mut h, format!("{}/", e.path), io::empty())
-                }
-                EntryKind::Symlink { target } => {
-                    h.set_entry_type(tar::EntryType::Symlink);
-                    builder.append_link(&mut h, &e.path, target)
-                }
-                EntryKind::Hardlink { target } => {
-                    h.set_entry_type(tar::EntryType::Link);
-                    builder.append_link(&mut h, &e.path, target)
-                }
-            });
+        let res = h.set_username("root").and_then(|()| h.set_groupname("root")).and_then(|()| match &e.kind {
+            EntryKind::File => {
+                h.set_entry_type(tar::EntryType::Regular);
+                h.set_size(e.size);
+                let content = ContentReader::new(spec, &e.path, e.size);
+                builder.append_data(&mut h, &e.path, content)
+            }
+            EntryKind::Dir => {
+                h.set_entry_type(tar::EntryType::Directory);
+                builder.append_data(&mut h, format!("{}/", e.path), io::empty())
+            }
+            EntryKind::Symlink { target } => {
+                h.set_entry_type(tar::EntryType::Symlink);
+                builder.append_link(&mut h, &e.path, target)
+            }
+            EntryKind::Hardlink { target } => {
+                h.set_entry_type(tar::EntryType::Link);
+                builder.append_link(&mut h, &e.path, target)
+            }
+        });
         res.with_context(|| format!("{}: adding {:?} to the archive", listing.origin, e.path))?;
     }
-    builder
-        .into_inner()
-        .with_context(|| format!("{}: finishing the archive", listing.origin))
+    builder.into_inner().with_context(|| format!("{}: finishing the archive", listing.origin))
 }
 
 /// The generated content of one file (see the module docs for the scheme),
@@ -244,11 +223,7 @@ impl ContentReader {
             b.copy_from_slice(bytes);
             *word = u64::from_le_bytes(b);
         }
-        let c = if spec.compressibility.is_nan() {
-            0.5
-        } else {
-            spec.compressibility.clamp(0.0, 1.0)
-        };
+        let c = if spec.compressibility.is_nan() { 0.5 } else { spec.compressibility.clamp(0.0, 1.0) };
         ContentReader {
             rng: Xoshiro256PlusPlus::new(state),
             random_fraction: 1.0 - c,
@@ -377,26 +352,14 @@ mod tests {
         let c = ensure_archive(&l, &other, d1.path()).unwrap();
         assert_ne!(a, c);
         assert_ne!(sha256_file(&a), sha256_file(&c));
-        let other = ArchiveSpec {
-            compressibility: 0.25,
-            ..spec
-        };
+        let other = ArchiveSpec { compressibility: 0.25, ..spec };
         assert_ne!(archive_file_name(&l, &other), archive_file_name(&l, &spec));
         // The origin does not matter, the content does.
-        let renamed = Listing {
-            origin: "elsewhere".into(),
-            ..l.clone()
-        };
-        assert_eq!(
-            archive_file_name(&renamed, &spec),
-            archive_file_name(&l, &spec)
-        );
+        let renamed = Listing { origin: "elsewhere".into(), ..l.clone() };
+        assert_eq!(archive_file_name(&renamed, &spec), archive_file_name(&l, &spec));
         let mut changed = l.clone();
         changed.entries[1].mode ^= 0o100;
-        assert_ne!(
-            archive_file_name(&changed, &spec),
-            archive_file_name(&l, &spec)
-        );
+        assert_ne!(archive_file_name(&changed, &spec), archive_file_name(&l, &spec));
     }
 
     #[test]
@@ -416,31 +379,18 @@ mod tests {
         let l = Listing::synthetic();
         let d = tempfile::tempdir().unwrap();
         for c in [-0.1, 1.5, f64::NAN] {
-            let spec = ArchiveSpec {
-                compressibility: c,
-                seed: 0,
-            };
+            let spec = ArchiveSpec { compressibility: c, seed: 0 };
             let e = ensure_archive(&l, &spec, d.path()).unwrap_err();
             assert!(e.to_string().contains("compressibility"), "{e}");
         }
         // A hand-built listing escaping the extraction directory.
         let evil = Listing {
             origin: "evil".into(),
-            entries: vec![Entry {
-                path: "../escape".into(),
-                kind: EntryKind::File,
-                size: 1,
-                mode: 0o644,
-                mtime: 0,
-            }],
+            entries: vec![Entry { path: "../escape".into(), kind: EntryKind::File, size: 1, mode: 0o644, mtime: 0 }],
         };
         let e = ensure_archive(&evil, &ArchiveSpec::default(), d.path()).unwrap_err();
         assert!(format!("{e:#}").contains("../escape"), "{e:#}");
-        assert_eq!(
-            fs::read_dir(d.path()).unwrap().count(),
-            0,
-            "temp file removed"
-        );
+        assert_eq!(fs::read_dir(d.path()).unwrap().count(), 0, "temp file removed");
     }
 
     fn read_all(mut r: impl Read) -> Vec<u8> {
@@ -482,34 +432,19 @@ mod tests {
         // Layout of a block at c = 0.5: 2048 random bytes, 2048 zeros.
         assert!(a[2048..4096].iter().all(|&x| x == 0));
         assert!(a[..2048].iter().filter(|&&x| x == 0).count() < 40);
-        let zeros = ArchiveSpec {
-            compressibility: 1.0,
-            seed: 0,
-        };
-        assert!(read_all(ContentReader::new(&zeros, "z", 9000))
-            .iter()
-            .all(|&x| x == 0));
+        let zeros = ArchiveSpec { compressibility: 1.0, seed: 0 };
+        assert!(read_all(ContentReader::new(&zeros, "z", 9000)).iter().all(|&x| x == 0));
     }
 
     /// gzip output size / input size over 4 MiB of generated content.
     fn gzip_ratio(c: f64) -> f64 {
         use flate2::{write::GzEncoder, Compression};
-        let spec = ArchiveSpec {
-            compressibility: c,
-            seed: 7,
-        };
+        let spec = ArchiveSpec { compressibility: c, seed: 7 };
         let mut enc = GzEncoder::new(Vec::new(), Compression::default());
         let mut total = 0u64;
         // Many files of mixed sizes, like an archive.
-        for (i, size) in [1_000u64, 4_096, 70_000, 1 << 20, 3 << 20]
-            .iter()
-            .enumerate()
-        {
-            total += io::copy(
-                &mut ContentReader::new(&spec, &format!("f{i}"), *size),
-                &mut enc,
-            )
-            .unwrap();
+        for (i, size) in [1_000u64, 4_096, 70_000, 1 << 20, 3 << 20].iter().enumerate() {
+            total += io::copy(&mut ContentReader::new(&spec, &format!("f{i}"), *size), &mut enc).unwrap();
         }
         enc.finish().unwrap().len() as f64 / total as f64
     }
@@ -524,10 +459,7 @@ mod tests {
         for c in [0.0, 0.5, 0.9] {
             let r = gzip_ratio(c);
             let want = 1.0 - c;
-            assert!(
-                r >= want - 0.005 && r <= want + 0.02,
-                "c = {c}: gzip ratio {r:.4}, want {want} (-0.005/+0.02)"
-            );
+            assert!(r >= want - 0.005 && r <= want + 0.02, "c = {c}: gzip ratio {r:.4}, want {want} (-0.005/+0.02)");
         }
         assert!(gzip_ratio(1.0) < 0.01);
     }
@@ -540,9 +472,7 @@ mod tests {
             let rel = p.strip_prefix(root).unwrap().to_str().unwrap().to_string();
             let md = fs::symlink_metadata(&p).unwrap();
             let kind = if md.file_type().is_symlink() {
-                EntryKind::Symlink {
-                    target: fs::read_link(&p).unwrap().to_str().unwrap().to_string(),
-                }
+                EntryKind::Symlink { target: fs::read_link(&p).unwrap().to_str().unwrap().to_string() }
             } else if md.is_dir() {
                 walk(root, &p, out);
                 EntryKind::Dir
@@ -561,31 +491,15 @@ mod tests {
         let archive = ensure_archive(&l, &spec, cache.path()).unwrap();
         let out = tempfile::tempdir().unwrap();
         // -p: exact modes even when the test does not run as root.
-        let res = Command::new("tar")
-            .arg("-xpf")
-            .arg(&archive)
-            .arg("-C")
-            .arg(out.path())
-            .output()
-            .unwrap();
+        let res = Command::new("tar").arg("-xpf").arg(&archive).arg("-C").arg(out.path()).output().unwrap();
         assert!(res.status.success(), "tar failed: {res:?}");
-        assert!(
-            res.stderr.is_empty(),
-            "tar warned: {}",
-            String::from_utf8_lossy(&res.stderr)
-        );
+        assert!(res.stderr.is_empty(), "tar warned: {}", String::from_utf8_lossy(&res.stderr));
 
         let mut found = BTreeMap::new();
         walk(out.path(), out.path(), &mut found);
-        assert_eq!(
-            found.len(),
-            l.entries.len(),
-            "nothing extra, nothing missing"
-        );
+        assert_eq!(found.len(), l.entries.len(), "nothing extra, nothing missing");
         for e in &l.entries {
-            let (kind, md) = found
-                .get(&e.path)
-                .unwrap_or_else(|| panic!("{} not extracted", e.path));
+            let (kind, md) = found.get(&e.path).unwrap_or_else(|| panic!("{} not extracted", e.path));
             match &e.kind {
                 EntryKind::Hardlink { target } => {
                     assert_eq!(*kind, EntryKind::File);
@@ -605,19 +519,11 @@ mod tests {
         // Content is what ContentReader generates.
         for p in ["fslab-small/boot/kernel.img", "fslab-small/README.md"] {
             let size = l.entries.iter().find(|e| e.path == p).unwrap().size;
-            assert_eq!(
-                fs::read(out.path().join(p)).unwrap(),
-                read_all(ContentReader::new(&spec, p, size))
-            );
+            assert_eq!(fs::read(out.path().join(p)).unwrap(), read_all(ContentReader::new(&spec, p, size)));
         }
 
         // And GNU tar's own listing of the archive parses back to the listing.
-        let tv = Command::new("tar")
-            .args(["--full-time", "-tvf"])
-            .arg(&archive)
-            .env("TZ", "UTC")
-            .output()
-            .unwrap();
+        let tv = Command::new("tar").args(["--full-time", "-tvf"]).arg(&archive).env("TZ", "UTC").output().unwrap();
         assert!(tv.status.success(), "{tv:?}");
         let text = String::from_utf8(tv.stdout).unwrap();
         assert_eq!(Listing::parse(&text, "tar-tv").unwrap().entries, l.entries);
@@ -631,10 +537,7 @@ mod tests {
         let l = Listing::rpi_firmware();
         let d = tempfile::tempdir().unwrap();
         for c in [0.5, 0.0, 1.0] {
-            let spec = ArchiveSpec {
-                compressibility: c,
-                seed: 0,
-            };
+            let spec = ArchiveSpec { compressibility: c, seed: 0 };
             let t = Instant::now();
             let p = ensure_archive(&l, &spec, d.path()).unwrap();
             let secs = t.elapsed().as_secs_f64();
@@ -650,12 +553,7 @@ mod tests {
             if c == 0.5 {
                 // GNU tar reads every header (long names included) back to
                 // the real listing.
-                let tv = Command::new("tar")
-                    .args(["--full-time", "-tvf"])
-                    .arg(&p)
-                    .env("TZ", "UTC")
-                    .output()
-                    .unwrap();
+                let tv = Command::new("tar").args(["--full-time", "-tvf"]).arg(&p).env("TZ", "UTC").output().unwrap();
                 assert!(tv.status.success() && tv.stderr.is_empty(), "{tv:?}");
                 let text = String::from_utf8(tv.stdout).unwrap();
                 assert_eq!(Listing::parse(&text, "tar-tv").unwrap().entries, l.entries);

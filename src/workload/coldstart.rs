@@ -185,7 +185,9 @@ impl Coldstart {
             let mut content = Vec::with_capacity(file.size as usize);
             fill_content(&mut content, file.size as usize, self.compressibility, u64::from_le_bytes(seed));
             let mut out = fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-            out.write_all(&content).and_then(|()| out.sync_all()).with_context(|| format!("writing {}", path.display()))?;
+            out.write_all(&content)
+                .and_then(|()| out.sync_all())
+                .with_context(|| format!("writing {}", path.display()))?;
         }
         Ok(())
     }
@@ -212,7 +214,8 @@ impl Coldstart {
         let mut shares: Vec<Vec<ReadJob>> = (0..readers).map(|_| Vec::new()).collect();
         for (i, file) in files.into_iter().enumerate() {
             let path = root.join(&file.path);
-            let cpath = CString::new(path.as_os_str().as_bytes()).with_context(|| format!("{}: NUL in path", path.display()))?;
+            let cpath = CString::new(path.as_os_str().as_bytes())
+                .with_context(|| format!("{}: NUL in path", path.display()))?;
             let job = ReadJob { path: cpath, size: file.size as usize, seed: rng.next() | 1 };
             shares[i % readers].push(job);
         }
@@ -227,8 +230,8 @@ const CODE_GZIP_RATIO: f64 = 0.51;
 /// Byte values frequent in x86-64 code and ELF tables (opcodes, ModRM,
 /// small immediates); code-like literals come from these three times in four.
 const COMMON: [u8; 32] = [
-    0x00, 0xff, 0x48, 0x89, 0x8b, 0xe8, 0x0f, 0x24, 0x44, 0x85, 0xc0, 0x74, 0x75, 0x83, 0x4c, 0x8d, 0x01, 0x10, 0x08, 0x20,
-    0xc3, 0x31, 0xd2, 0x41, 0x5d, 0x5b, 0xe9, 0x45, 0x90, 0x66, 0x02, 0x04,
+    0x00, 0xff, 0x48, 0x89, 0x8b, 0xe8, 0x0f, 0x24, 0x44, 0x85, 0xc0, 0x74, 0x75, 0x83, 0x4c, 0x8d, 0x01, 0x10, 0x08,
+    0x20, 0xc3, 0x31, 0xd2, 0x41, 0x5d, 0x5b, 0xe9, 0x45, 0x90, 0x66, 0x02, 0x04,
 ];
 
 /// Append `len` bytes to `out` whose gzip ratio is about `1 - compressibility`:
@@ -407,7 +410,8 @@ fn run_readers(ctx: &RunContext, shares: &[Vec<ReadJob>]) -> Result<Vec<f64>> {
             }
         }
         if pid < 0 {
-            spawn_error = Some(anyhow::Error::from(std::io::Error::last_os_error()).context("forking a coldstart reader"));
+            spawn_error =
+                Some(anyhow::Error::from(std::io::Error::last_os_error()).context("forking a coldstart reader"));
             break;
         }
         pids.push(pid);
@@ -460,7 +464,11 @@ fn run_readers(ctx: &RunContext, shares: &[Vec<ReadJob>]) -> Result<Vec<f64>> {
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 let timed_out = ctx.deadline().is_some_and(|d| Instant::now() >= d);
                 if failure.is_none() && (timed_out || cancelled()) {
-                    failure = Some(anyhow::anyhow!(if timed_out { "coldstart readers timed out and were killed" } else { "coldstart interrupted" }));
+                    failure = Some(anyhow::anyhow!(if timed_out {
+                        "coldstart readers timed out and were killed"
+                    } else {
+                        "coldstart interrupted"
+                    }));
                     kill_all(&pids);
                 }
             }

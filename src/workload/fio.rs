@@ -161,7 +161,11 @@ pub fn parse_report(report: &Value) -> Result<Vec<Metric>> {
             metrics.push(Metric::higher(&format!("{name}/{dir}/bw_kib_s"), "KiB/s", num(&d["bw"], "bw")?));
             metrics.push(Metric::higher(&format!("{name}/{dir}/iops"), "IOPS", num(&d["iops"], "iops")?));
             let clat = &d["clat_ns"];
-            metrics.push(Metric::lower(&format!("{name}/{dir}/clat_mean_us"), "us", num(&clat["mean"], "clat_ns.mean")? / 1000.0));
+            metrics.push(Metric::lower(
+                &format!("{name}/{dir}/clat_mean_us"),
+                "us",
+                num(&clat["mean"], "clat_ns.mean")? / 1000.0,
+            ));
             // Percentiles are absent when the job disables them.
             if let Some(p) = clat["percentile"].as_object() {
                 for (key, label) in [("50.000000", "p50"), ("99.000000", "p99"), ("99.900000", "p99_9")] {

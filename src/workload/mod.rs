@@ -29,12 +29,12 @@ pub fn build(config: &WorkloadConfig, seed: u64) -> Result<Box<dyn Workload>> {
         WorkloadParams::Untar { source, scale, compressibility, sync } => {
             Box::new(untar::Untar::new(source.clone(), *scale, *compressibility, *sync, seed))
         }
-        WorkloadParams::Command { command, prepare, cleanup } => Box::new(command::Command {
-            command: command.clone(),
-            prepare: prepare.clone(),
-            cleanup: cleanup.clone(),
-        }),
-        WorkloadParams::Shell1 { concurrency, duration } => Box::new(shell1::Shell1::new(concurrency.clone(), *duration)),
+        WorkloadParams::Command { command, prepare, cleanup } => {
+            Box::new(command::Command { command: command.clone(), prepare: prepare.clone(), cleanup: cleanup.clone() })
+        }
+        WorkloadParams::Shell1 { concurrency, duration } => {
+            Box::new(shell1::Shell1::new(concurrency.clone(), *duration))
+        }
         WorkloadParams::Metadata { files, file_size, dirs, threads, fsync } => Box::new(metadata::Metadata {
             files: *files,
             file_size: *file_size,

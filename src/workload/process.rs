@@ -23,8 +23,7 @@ pub static CANCEL: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicB
 /// so testbeds are torn down before fslab exits.
 pub fn install_signal_handlers() -> Result<()> {
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&CANCEL))
-            .context("installing signal handler")?;
+        signal_hook::flag::register(sig, Arc::clone(&CANCEL)).context("installing signal handler")?;
     }
     Ok(())
 }

@@ -115,7 +115,8 @@ pub fn input_text() -> String {
         "the", "file", "dir", "list", "path", "tmp", "user", "name", "value", "count", "log", "conf", "data", "line",
         "input", "output", "status", "mode", "host", "opt", "src", "dest", "the", "lib", "bin", "size",
     ];
-    const VARS: &[&str] = &["FILE", "DIR", "LIST", "TMP", "USER", "NAME", "COUNT", "LOG", "MODE", "HOST", "SRC", "DEST"];
+    const VARS: &[&str] =
+        &["FILE", "DIR", "LIST", "TMP", "USER", "NAME", "COUNT", "LOG", "MODE", "HOST", "SRC", "DEST"];
     // Fixed-seed xorshift so every fslab build writes the same bytes.
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = move |n: usize| -> usize {
@@ -183,7 +184,8 @@ fn remove_leftovers(dir: &Path) -> Result<()> {
         let name = entry.file_name().to_string_lossy().into_owned();
         let ours = name == INPUT_NAME
             || ["sort.", "od.", "grep.", "wc."].iter().any(|p| {
-                name.strip_prefix(p).is_some_and(|suffix| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
+                name.strip_prefix(p)
+                    .is_some_and(|suffix| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
             });
         if ours && entry.file_type()?.is_file() {
             std::fs::remove_file(entry.path()).with_context(|| format!("removing {}", entry.path().display()))?;

@@ -1,7 +1,7 @@
 //! The fslab binary under signals, timeouts and SIGKILL: every path out
 //! leaves no loop device, mount or cgroup behind (SIGKILL after `fslab cleanup`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -79,7 +79,13 @@ fn signal_test(signal: nix::sys::signal::Signal) {
     assert_eq!(code, Some(130), "{stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert_eq!(common::leftovers(&needle), Vec::<String>::new());
-    assert_eq!(std::fs::read_dir(dir.path().join("work")).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("fslab-tb-")).count(), 0);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("work"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("fslab-tb-"))
+            .count(),
+        0
+    );
 }
 
 #[test]
@@ -160,7 +166,13 @@ fn sigkill_leftovers_are_removed_by_cleanup() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("removed mount") && stdout.contains("removed loop device"), "{stdout}");
     assert_eq!(common::leftovers(&needle), Vec::<String>::new());
-    assert_eq!(std::fs::read_dir(dir.path().join("work")).unwrap().filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("fslab-tb-")).count(), 0);
+    assert_eq!(
+        std::fs::read_dir(dir.path().join("work"))
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("fslab-tb-"))
+            .count(),
+        0
+    );
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Every shipped example parses, and its `--quick` form runs end to end on
 //! real testbeds with every run succeeding.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

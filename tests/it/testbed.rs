@@ -1,7 +1,7 @@
 //! Real testbeds on real loop devices: options read back from the kernel,
 //! throttling that measurably slows writes, teardown that leaves nothing.
 
-mod common;
+use crate::common;
 
 use std::io::Write;
 use std::time::Instant;
@@ -11,7 +11,9 @@ use fslab::testbed::Testbed;
 
 /// Build one variant from an experiment snippet.
 fn variant(body: &str) -> VariantConfig {
-    let text = format!("name = \"t\"\n[[variant]]\nname = \"v\"\n{body}\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n");
+    let text = format!(
+        "name = \"t\"\n[[variant]]\nname = \"v\"\n{body}\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n"
+    );
     experiment::parse(&text, None).unwrap().variants.remove(0)
 }
 
@@ -22,7 +24,12 @@ fn provision_and_check(body: &str, fstype: &str, expect_in_options: &[&str]) {
     let facts = bed.mount_facts.clone().unwrap();
     assert_eq!(facts.fstype, fstype);
     assert!(facts.source.starts_with("/dev/loop"), "{facts:?}");
-    let all = format!("{},{},{}", facts.mount_options, facts.super_options, facts.fs_options.clone().unwrap_or_default().replace('\n', ","));
+    let all = format!(
+        "{},{},{}",
+        facts.mount_options,
+        facts.super_options,
+        facts.fs_options.clone().unwrap_or_default().replace('\n', ",")
+    );
     for option in expect_in_options {
         assert!(all.split(',').any(|o| o == *option || o.starts_with(&format!("{option}:"))), "{option} not in {all}");
     }
@@ -52,7 +59,11 @@ fn xfs_with_mkfs_arguments_and_mount_options() {
     if !common::root_or_skip() {
         return;
     }
-    provision_and_check("fs = \"xfs\"\nsize = \"320MiB\"\nmkfs = [\"-d\", \"agcount=2\"]\nmount = \"noatime,logbsize=256k\"", "xfs", &["noatime", "logbsize=256k"]);
+    provision_and_check(
+        "fs = \"xfs\"\nsize = \"320MiB\"\nmkfs = [\"-d\", \"agcount=2\"]\nmount = \"noatime,logbsize=256k\"",
+        "xfs",
+        &["noatime", "logbsize=256k"],
+    );
 }
 
 #[test]
@@ -60,7 +71,11 @@ fn btrfs_with_compression() {
     if !common::root_or_skip() {
         return;
     }
-    provision_and_check("fs = \"btrfs\"\nsize = \"256MiB\"\nmount = \"noatime,compress=zstd\"", "btrfs", &["noatime", "compress=zstd"]);
+    provision_and_check(
+        "fs = \"btrfs\"\nsize = \"256MiB\"\nmount = \"noatime,compress=zstd\"",
+        "btrfs",
+        &["noatime", "compress=zstd"],
+    );
 }
 
 #[test]
@@ -69,7 +84,9 @@ fn tmpfs_gets_its_size() {
         return;
     }
     let work = common::workdir("fslab-tb-test");
-    let mut bed = Testbed::provision(&variant("fs = \"tmpfs\"\nsize = \"64MiB\"\nmount = \"noatime\""), work.path(), None).unwrap();
+    let mut bed =
+        Testbed::provision(&variant("fs = \"tmpfs\"\nsize = \"64MiB\"\nmount = \"noatime\""), work.path(), None)
+            .unwrap();
     let facts = bed.mount_facts.clone().unwrap();
     assert_eq!(facts.fstype, "tmpfs");
     assert!(facts.super_options.contains("size=65536k"), "{facts:?}");
@@ -82,9 +99,13 @@ fn an_option_the_kernel_rejects_fails_and_leaves_nothing() {
         return;
     }
     let work = common::workdir("fslab-tb-test");
-    let err = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\"\nmount = \"no_such_option\""), work.path(), None).unwrap_err();
+    let err =
+        Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\"\nmount = \"no_such_option\""), work.path(), None)
+            .unwrap_err();
     assert!(format!("{err:#}").contains("mount"), "{err:#}");
-    let err = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\"\nmkfs = [\"-b\", \"3\"]"), work.path(), None).unwrap_err();
+    let err =
+        Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\"\nmkfs = [\"-b\", \"3\"]"), work.path(), None)
+            .unwrap_err();
     assert!(format!("{err:#}").contains("mkfs.ext4"), "{err:#}");
     // Nothing of ours stays: directories, loops, mounts.
     assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
@@ -105,7 +126,12 @@ fn queue_settings_and_sysfs_tunables_are_applied() {
     assert_eq!(std::fs::read_to_string(format!("/sys/fs/ext4/{name}/mb_max_to_scan")).unwrap().trim(), "77");
     bed.teardown().unwrap();
 
-    let err = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\"\nsysfs = { no_such_knob = 1 }"), work.path(), None).unwrap_err();
+    let err = Testbed::provision(
+        &variant("fs = \"ext4\"\nsize = \"64MiB\"\nsysfs = { no_such_knob = 1 }"),
+        work.path(),
+        None,
+    )
+    .unwrap_err();
     assert!(format!("{err:#}").contains("no_such_knob"), "{err:#}");
 }
 
@@ -143,7 +169,12 @@ fn buffered_writeback_is_throttled_too() {
     // Write without fsync from this process (not in the cgroup), then syncfs:
     // the flusher threads do the writing, and they must be throttled as well.
     let work = common::workdir("fslab-tb-test");
-    let mut bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"128MiB\"\nthrottle = { write_bps = \"8MiB\" }"), work.path(), None).unwrap();
+    let mut bed = Testbed::provision(
+        &variant("fs = \"ext4\"\nsize = \"128MiB\"\nthrottle = { write_bps = \"8MiB\" }"),
+        work.path(),
+        None,
+    )
+    .unwrap();
     let mut f = std::fs::File::create(bed.root().join("data")).unwrap();
     f.write_all(&vec![7u8; 16 << 20]).unwrap();
     drop(f);
@@ -165,7 +196,12 @@ fn teardown_runs_when_a_panic_unwinds() {
     let work = common::workdir("fslab-tb-test");
     let path = work.path().to_path_buf();
     let result = std::panic::catch_unwind(move || {
-        let _bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\"\nthrottle = { write_bps = \"8MiB\" }"), &path, None).unwrap();
+        let _bed = Testbed::provision(
+            &variant("fs = \"ext4\"\nsize = \"64MiB\"\nthrottle = { write_bps = \"8MiB\" }"),
+            &path,
+            None,
+        )
+        .unwrap();
         panic!("workload exploded");
     });
     assert!(result.is_err());

@@ -1,15 +1,14 @@
 //! The `filemix` workload: validation of its keys, and real runs on an ext4
 //! and a tmpfs testbed (small sizes, 2 s per level).
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 
 use fslab::experiment::{self, WorkloadParams};
 use fslab::workload;
 
-use common::bed::*;
-
+use crate::common::bed::*;
 
 /// Testbed tests run one at a time: they measure, and this machine has 2 cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -24,11 +23,21 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 fn defaults_and_explicit_keys() {
     assert_eq!(
         params("kind = \"filemix\""),
-        WorkloadParams::Filemix { users: vec![1, 8], duration: Duration::from_secs(60), seed: None, working_set: 1 << 20 }
+        WorkloadParams::Filemix {
+            users: vec![1, 8],
+            duration: Duration::from_secs(60),
+            seed: None,
+            working_set: 1 << 20
+        }
     );
     assert_eq!(
         params("kind = \"filemix\"\nusers = [1, 8, 16, 41]\nduration = \"5s\"\nseed = 42\nworking_set = \"256KiB\""),
-        WorkloadParams::Filemix { users: vec![1, 8, 16, 41], duration: Duration::from_secs(5), seed: Some(42), working_set: 256 << 10 }
+        WorkloadParams::Filemix {
+            users: vec![1, 8, 16, 41],
+            duration: Duration::from_secs(5),
+            seed: Some(42),
+            working_set: 256 << 10
+        }
     );
     let exp = experiment::parse(&spec("fs = \"tmpfs\"", "kind = \"filemix\""), None).unwrap();
     assert_eq!(exp.workloads[0].kind(), "filemix");
@@ -101,9 +110,14 @@ fn more_users_do_more_jobs_on_tmpfs() {
     // already busier than its cores only "no collapse".
     let mut ratios = Vec::new();
     for attempt in 0..3 {
-        let m = run_on(&bed, "kind = \"filemix\"\nusers = [1, 4]\nduration = \"2s\"\nworking_set = \"256KiB\"\nseed = 9");
+        let m =
+            run_on(&bed, "kind = \"filemix\"\nusers = [1, 4]\nduration = \"2s\"\nworking_set = \"256KiB\"\nseed = 9");
         let (one, four) = (metric(&m, "filemix-1").value, metric(&m, "filemix-4").value);
-        eprintln!("filemix on tmpfs, attempt {}: 1 user {one:.0} jobs/min, 4 users {four:.0} ({:.2}x)", attempt + 1, four / one);
+        eprintln!(
+            "filemix on tmpfs, attempt {}: 1 user {one:.0} jobs/min, 4 users {four:.0} ({:.2}x)",
+            attempt + 1,
+            four / one
+        );
         assert!(one > 1000.0, "{m:?}");
         assert_eq!(leftovers(&bed.root()), Vec::<String>::new());
         ratios.push(four / one);
@@ -128,7 +142,8 @@ fn a_passed_deadline_stops_the_users_and_cleanup_still_empties_the_testbed() {
     }
     let _serial = serial();
     let bed = Bed::new("fs = \"tmpfs\"\nsize = \"64MiB\"");
-    let exp = experiment::parse(&spec("fs = \"tmpfs\"", "kind = \"filemix\"\nusers = [3]\nduration = \"30s\""), None).unwrap();
+    let exp = experiment::parse(&spec("fs = \"tmpfs\"", "kind = \"filemix\"\nusers = [3]\nduration = \"30s\""), None)
+        .unwrap();
     let mut w = workload::build(&exp.workloads[0], exp.seed).unwrap();
     let ctx = bed.ctx();
     w.prepare(&ctx).unwrap();

@@ -2,7 +2,7 @@
 //! tree, and the `coldstart` workload on them: real mksquashfs/mkfs.erofs,
 //! real loop devices mounted read-only, teardown that leaves nothing.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 
@@ -59,7 +59,11 @@ fn assert_same_tree(a: &Path, b: &Path) {
     assert_eq!(la, lb);
     assert!(!la.is_empty());
     for rel in la {
-        assert!(std::fs::read(a.join(&rel)).unwrap() == std::fs::read(b.join(&rel)).unwrap(), "{} differs", rel.display());
+        assert!(
+            std::fs::read(a.join(&rel)).unwrap() == std::fs::read(b.join(&rel)).unwrap(),
+            "{} differs",
+            rel.display()
+        );
     }
 }
 
@@ -85,7 +89,8 @@ fn image_round_trip(body: &str, fstype: &str, expect_options: &[&str], workload_
     // The image holds exactly the staging tree.
     assert_same_tree(bed.staging.as_ref().unwrap(), bed.root());
     // Provisioning metrics.
-    let metric = |n: &str| bed.metrics.iter().find(|m| m.name == n).unwrap_or_else(|| panic!("{n} in {:?}", bed.metrics)).value;
+    let metric =
+        |n: &str| bed.metrics.iter().find(|m| m.name == n).unwrap_or_else(|| panic!("{n} in {:?}", bed.metrics)).value;
     assert!(metric("image_build_s") > 0.0 && metric("image_build_s") < 60.0);
     let size_mb = metric("image_size_mb");
     assert!(size_mb > 0.0);
@@ -102,7 +107,12 @@ fn squashfs_gzip_image_is_mounted_read_only_with_the_tree() {
     if !common::root_or_skip() {
         return;
     }
-    image_round_trip("fs = \"squashfs\"\ncompressor = \"gzip\"\nlevel = 6\nblock_size = \"64KiB\"", "squashfs", &["ro"], SMALL);
+    image_round_trip(
+        "fs = \"squashfs\"\ncompressor = \"gzip\"\nlevel = 6\nblock_size = \"64KiB\"",
+        "squashfs",
+        &["ro"],
+        SMALL,
+    );
 }
 
 #[test]
@@ -176,8 +186,16 @@ fn bad_image_settings_name_file_line_and_key() {
     let err = format!("{:#}", experiment::parse(text, Some(Path::new("/e/x.toml"))).unwrap_err());
     assert!(err.starts_with("/e/x.toml:6:") && err.contains("`kind`") && err.contains("read-only"), "{err}");
     // Coldstart's own keys.
-    for (keys, key) in [("readers = []", "readers"), ("readers = [1, 1]", "readers"), ("files = 0", "files"), ("compressibility = 2.0", "compressibility"), ("profile = \"small\"", "profile")] {
-        let text = format!("name = \"t\"\n[[variant]]\nname = \"v\"\nfs = \"tmpfs\"\n[[workload]]\nkind = \"coldstart\"\n{keys}\n");
+    for (keys, key) in [
+        ("readers = []", "readers"),
+        ("readers = [1, 1]", "readers"),
+        ("files = 0", "files"),
+        ("compressibility = 2.0", "compressibility"),
+        ("profile = \"small\"", "profile"),
+    ] {
+        let text = format!(
+            "name = \"t\"\n[[variant]]\nname = \"v\"\nfs = \"tmpfs\"\n[[workload]]\nkind = \"coldstart\"\n{keys}\n"
+        );
         let err = format!("{:#}", experiment::parse(&text, Some(Path::new("/e/x.toml"))).unwrap_err());
         assert!(err.starts_with("/e/x.toml:7:") && err.contains(&format!("`{key}`")), "{err}");
     }
@@ -201,7 +219,8 @@ fn squashfs_threads_option_is_passed_to_the_kernel() {
     }
     let dir = common::workdir("fslab-rofs");
     let (exp, variant, mut w) = setup(dir.path(), "fs = \"squashfs\"\nmount = \"threads=multi\"", SMALL);
-    let by_mount = fslab::inspect::KernelConfig::load_running().is_ok_and(|c| c.is_enabled("SQUASHFS_CHOICE_DECOMP_BY_MOUNT"));
+    let by_mount =
+        fslab::inspect::KernelConfig::load_running().is_ok_and(|c| c.is_enabled("SQUASHFS_CHOICE_DECOMP_BY_MOUNT"));
     match provision(&exp, &variant, w.as_mut()) {
         Ok(mut bed) => {
             assert!(by_mount, "the kernel took threads= without SQUASHFS_CHOICE_DECOMP_BY_MOUNT");
@@ -213,7 +232,10 @@ fn squashfs_threads_option_is_passed_to_the_kernel() {
             assert!(e.contains("CHOICE_DECOMP_BY_MOUNT") && e.contains("mount"), "{e}");
         }
     }
-    assert_eq!(std::fs::read_dir(&exp.workdir).unwrap().filter(|e| e.as_ref().unwrap().file_name() != "cache").count(), 0);
+    assert_eq!(
+        std::fs::read_dir(&exp.workdir).unwrap().filter(|e| e.as_ref().unwrap().file_name() != "cache").count(),
+        0
+    );
     assert_eq!(common::leftovers(&dir.path().to_string_lossy()), Vec::<String>::new());
 }
 
@@ -226,7 +248,16 @@ fn a_workload_without_content_cannot_provision_an_image() {
     let exp = experiment(dir.path(), &[("v", "fs = \"squashfs\"")], SMALL);
     let err = format!("{:#}", Testbed::provision(&exp.variants[0], &exp.workdir, None).unwrap_err());
     assert!(err.contains("packed from a workload"), "{err}");
-    let mut shell = workload::build(&experiment::parse("name = \"t\"\n[[variant]]\nname = \"v\"\nfs = \"tmpfs\"\n[[workload]]\nkind = \"shell1\"\n", None).unwrap().workloads[0], 1).unwrap();
+    let mut shell = workload::build(
+        &experiment::parse(
+            "name = \"t\"\n[[variant]]\nname = \"v\"\nfs = \"tmpfs\"\n[[workload]]\nkind = \"shell1\"\n",
+            None,
+        )
+        .unwrap()
+        .workloads[0],
+        1,
+    )
+    .unwrap();
     let err = format!("{:#}", provision(&exp, &exp.variants[0], shell.as_mut()).unwrap_err());
     assert!(err.contains("cannot run on a read-only image"), "{err}");
     assert_eq!(common::leftovers(&dir.path().to_string_lossy()), Vec::<String>::new());
@@ -249,11 +280,22 @@ fn coldstart_on_squashfs_reports_sane_metrics_per_readers_level() {
     let names: Vec<&str> = metrics.iter().map(|m| m.name.as_str()).collect();
     assert_eq!(
         names,
-        ["coldstart-1/total_s", "coldstart-1/p50_s", "coldstart-1/p99_s", "coldstart-2/total_s", "coldstart-2/p50_s", "coldstart-2/p99_s"]
+        [
+            "coldstart-1/total_s",
+            "coldstart-1/p50_s",
+            "coldstart-1/p99_s",
+            "coldstart-2/total_s",
+            "coldstart-2/p50_s",
+            "coldstart-2/p99_s"
+        ]
     );
     let get = |n: &str| metrics.iter().find(|m| m.name == n).unwrap().value;
     for k in [1, 2] {
-        let (total, p50, p99) = (get(&format!("coldstart-{k}/total_s")), get(&format!("coldstart-{k}/p50_s")), get(&format!("coldstart-{k}/p99_s")));
+        let (total, p50, p99) = (
+            get(&format!("coldstart-{k}/total_s")),
+            get(&format!("coldstart-{k}/p50_s")),
+            get(&format!("coldstart-{k}/p99_s")),
+        );
         assert!(total > 0.0 && total < 30.0, "{metrics:?}");
         assert!(p50 <= p99 && p99 <= total, "{metrics:?}");
     }
@@ -271,7 +313,8 @@ fn coldstart_reads_are_throttled_on_a_throttled_image() {
     // 1 MiB/s reading it cannot take less than about 2 s.
     let dir = common::workdir("fslab-rofs");
     let keys = "files = 40\nscale = 0.1\ncompressibility = 0.0\nreaders = [2]";
-    let (exp, variant, mut w) = setup(dir.path(), "fs = \"squashfs\"\ncompressor = \"lz4\"\nthrottle = { read_bps = \"1MiB\" }", keys);
+    let (exp, variant, mut w) =
+        setup(dir.path(), "fs = \"squashfs\"\ncompressor = \"lz4\"\nthrottle = { read_bps = \"1MiB\" }", keys);
     let mut bed = provision(&exp, &variant, w.as_mut()).unwrap();
     let image_mb = bed.metrics.iter().find(|m| m.name == "image_size_mb").unwrap().value;
     let ctx = RunContext::new(bed.root(), exp.cache_dir()).with_cgroup(bed.cgroup_procs());
@@ -291,14 +334,22 @@ fn two_squashfs_variants_run_through_the_runner_and_store() {
     let dir = common::workdir("fslab-rofs");
     let mut exp = experiment(
         &dir.path().join("work"),
-        &[("gzip", "fs = \"squashfs\"\ncompressor = \"gzip\""), ("zstd", "fs = \"squashfs\"\ncompressor = \"zstd\"\nlevel = 15")],
+        &[
+            ("gzip", "fs = \"squashfs\"\ncompressor = \"gzip\""),
+            ("zstd", "fs = \"squashfs\"\ncompressor = \"zstd\"\nlevel = 15"),
+        ],
         SMALL,
     );
     exp.repetitions = experiment::Repetitions::Fixed(2);
     let mut store = Store::open(&dir.path().join("r.db")).unwrap();
     let summary = runner::run(&exp, &mut store, &RunOptions::default(), &mut Silent).unwrap();
     let runs = store.runs(summary.experiment_id).unwrap();
-    assert_eq!((summary.runs_ok, summary.runs_failed), (4, 0), "{:?}", runs.iter().map(|r| r.error.clone()).collect::<Vec<_>>());
+    assert_eq!(
+        (summary.runs_ok, summary.runs_failed),
+        (4, 0),
+        "{:?}",
+        runs.iter().map(|r| r.error.clone()).collect::<Vec<_>>()
+    );
     for run in &runs {
         let mount = run.mount.clone().unwrap();
         assert_eq!(mount.fstype, "squashfs");
@@ -310,7 +361,8 @@ fn two_squashfs_variants_run_through_the_runner_and_store() {
     for name in ["coldstart-1/total_s", "coldstart-2/p99_s", "image_build_s", "image_size_mb", "image_ratio"] {
         assert!(names.contains(name), "{name} not in {names:?}");
     }
-    let env: serde_json::Value = serde_json::from_str(&store.experiment(summary.experiment_id).unwrap().environment_json).unwrap();
+    let env: serde_json::Value =
+        serde_json::from_str(&store.experiment(summary.experiment_id).unwrap().environment_json).unwrap();
     if fslab::inspect::KernelConfig::load_running().is_ok() {
         assert!(env["squashfs_config"]["CONFIG_SQUASHFS"].is_string(), "{}", env["squashfs_config"]);
     }

@@ -1,7 +1,7 @@
 //! Block-trace monitor: format-file parsing and binary records on captured
 //! fixtures, and real traces of a loop-device testbed.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -132,7 +132,10 @@ fn synthetic_binary_records_decode_and_summarise() {
     assert_eq!(s.total_events, 7);
     assert_eq!(s.write.requests, 2);
     assert_eq!(s.read.requests, 1);
-    assert_eq!(s.write.size_histogram.iter().map(|b| (b.min_bytes, b.count)).collect::<Vec<_>>(), vec![(8192, 1), (65536, 1)]);
+    assert_eq!(
+        s.write.size_histogram.iter().map(|b| (b.min_bytes, b.count)).collect::<Vec<_>>(),
+        vec![(8192, 1), (65536, 1)]
+    );
     assert_eq!(s.read.latency.as_ref().unwrap().p50_us, 3.0);
     assert_eq!(s.write.latency.as_ref().unwrap().count, 2);
     assert_eq!((s.flags.sync, s.flags.meta, s.flags.flush, s.flags.fua), (2, 1, 2, 1));
@@ -151,7 +154,9 @@ fn synthetic_binary_records_decode_and_summarise() {
 }
 
 fn variant(body: &str) -> VariantConfig {
-    let text = format!("name = \"t\"\n[[variant]]\nname = \"v\"\n{body}\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n");
+    let text = format!(
+        "name = \"t\"\n[[variant]]\nname = \"v\"\n{body}\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n"
+    );
     experiment::parse(&text, None).unwrap().variants.remove(0)
 }
 
@@ -227,13 +232,25 @@ fn runner_stores_blocktrace_and_fs_snapshots_as_extras() {
          [[workload]]\nkind = \"command\"\ncommand = 'dd if=/dev/zero of=f bs=64k count=64 oflag=direct 2>/dev/null && sync'\n",
         dir.path().join("work").display()
     );
-    let exp = experiment::parse(&text, None).unwrap();
-    let mut store = fslab::store::Store::open(&dir.path().join("r.db")).unwrap();
-    let summary =
-        fslab::runner::run(&exp, &mut store, &fslab::runner::RunOptions::default(), &mut fslab::runner::Silent)
-            .unwrap();
-    assert_eq!(summary.runs_ok, 1);
-    let runs = store.runs(summary.experiment_id).unwrap();
+    // Run by the binary: its pid marks its trace instances, so the leak check
+    // below cannot see other tests' instances in this process.
+    let spec = common::write_spec(dir.path(), "bt.toml", &text);
+    let db = dir.path().join("r.db");
+    let child = std::process::Command::new(common::fslab_bin())
+        .arg("run")
+        .arg(&spec)
+        .arg("--db")
+        .arg(&db)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let store = fslab::store::Store::open(&db).unwrap();
+    let id = store.latest_experiment().unwrap().unwrap();
+    let runs = store.runs(id).unwrap();
+    assert_eq!(runs.len(), 1);
     let extras = store.run_extras(runs[0].id).unwrap();
     let kinds: Vec<&str> = extras.iter().map(|(k, _)| k.as_str()).collect();
     assert_eq!(kinds, ["blocktrace", "fs_before", "fs_after", "fs_delta"], "{extras:?}");
@@ -242,7 +259,12 @@ fn runner_stores_blocktrace_and_fs_snapshots_as_extras() {
     assert!(bt.write.requests >= 64, "{bt:?}");
     assert_eq!(extras[1].1["fstype"], "ext4");
     assert_eq!(extras[3].1["data"]["kind"], "ext4");
-    assert!(fslab::monitor::blocktrace::marker_instances().is_empty());
+    let ours = format!("fslab-tb-{pid}-");
+    let left: Vec<_> = fslab::monitor::blocktrace::marker_instances()
+        .into_iter()
+        .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&ours)))
+        .collect();
+    assert!(left.is_empty(), "trace instances left behind: {left:?}");
 }
 
 #[test]

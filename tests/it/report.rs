@@ -4,7 +4,7 @@
 //! Chromium (no console errors, a screenshot that is not blank). Also the
 //! iostat-log HTML on the fixtures.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
@@ -350,9 +350,9 @@ fn chromium_or_skip() -> bool {
     if Path::new(CHROMIUM).exists() {
         true
     } else {
-        eprintln!(
-            "SKIPPED: {CHROMIUM} is absent (apt-get install -y chromium); the report was not loaded in a browser"
-        );
+        fslab::testsupport::skip(&format!(
+            "{CHROMIUM} is absent (apt-get install -y chromium); the report was not loaded in a browser"
+        ));
         false
     }
 }

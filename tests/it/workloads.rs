@@ -3,7 +3,7 @@
 //! real testbed (small sizes), including the shell1 fidelity check against
 //! a plain shell loop.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -16,8 +16,7 @@ use fslab::workload::{self, fio, shell1, RunContext};
 
 // ---------------------------------------------------------------- helpers
 
-use common::bed::*;
-
+use crate::common::bed::*;
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fio").join(name)).unwrap()
@@ -27,7 +26,10 @@ fn fixture(name: &str) -> String {
 
 #[test]
 fn defaults_of_the_new_kinds() {
-    assert_eq!(params("kind = \"shell1\""), WorkloadParams::Shell1 { concurrency: vec![1], duration: Duration::from_secs(60) });
+    assert_eq!(
+        params("kind = \"shell1\""),
+        WorkloadParams::Shell1 { concurrency: vec![1], duration: Duration::from_secs(60) }
+    );
     assert_eq!(
         params("kind = \"shell1\"\nconcurrency = [1, 2, 4, 8]\nduration = \"5s\""),
         WorkloadParams::Shell1 { concurrency: vec![1, 2, 4, 8], duration: Duration::from_secs(5) }
@@ -40,13 +42,16 @@ fn defaults_of_the_new_kinds() {
         params("kind = \"metadata\"\nfiles = 5000\nfile_size = \"4k\"\ndirs = 10\nthreads = 4\nfsync = true"),
         WorkloadParams::Metadata { files: 5000, file_size: 4096, dirs: 10, threads: 4, fsync: true }
     );
-    let WorkloadParams::Fio { job } = params("kind = \"fio\"\njob = { rw = \"randwrite\", bs = \"4k\", size = \"64M\", direct = true, iodepth = 8 }")
+    let WorkloadParams::Fio { job } =
+        params("kind = \"fio\"\njob = { rw = \"randwrite\", bs = \"4k\", size = \"64M\", direct = true, iodepth = 8 }")
     else {
         panic!()
     };
     let args = fio::Fio::new(job).job_args();
     assert_eq!(args, ["--name=job", "--bs=4k", "--direct=1", "--iodepth=8", "--rw=randwrite", "--size=64M"]);
-    let WorkloadParams::Fio { job } = params("kind = \"fio\"\njob = { name = \"rnd\", rw = \"randread\" }") else { panic!() };
+    let WorkloadParams::Fio { job } = params("kind = \"fio\"\njob = { name = \"rnd\", rw = \"randread\" }") else {
+        panic!()
+    };
     assert_eq!(job, FioJob::Inline { name: "rnd".into(), options: vec![("rw".into(), "randread".into())] });
 }
 
@@ -123,7 +128,10 @@ fn fio_report_with_read_and_write() {
     for dir in ["read", "write"] {
         assert_eq!(value(&m, &format!("mixed/{dir}/bw_kib_s")), job[dir]["bw"].as_f64().unwrap());
         assert_eq!(value(&m, &format!("mixed/{dir}/iops")), job[dir]["iops"].as_f64().unwrap());
-        assert_eq!(value(&m, &format!("mixed/{dir}/clat_mean_us")), job[dir]["clat_ns"]["mean"].as_f64().unwrap() / 1000.0);
+        assert_eq!(
+            value(&m, &format!("mixed/{dir}/clat_mean_us")),
+            job[dir]["clat_ns"]["mean"].as_f64().unwrap() / 1000.0
+        );
         let p = &job[dir]["clat_ns"]["percentile"];
         assert_eq!(value(&m, &format!("mixed/{dir}/clat_p50_us")), p["50.000000"].as_f64().unwrap() / 1000.0);
         assert_eq!(value(&m, &format!("mixed/{dir}/clat_p99_us")), p["99.000000"].as_f64().unwrap() / 1000.0);
@@ -310,7 +318,10 @@ fn shell1_fidelity_against_a_plain_shell_loop() {
         "shell1 fidelity, same 3 s: fslab {fslab_same:.0?} lpm, plain {plain_same:.0?} lpm, ratio {ratio:.3}; \
          back to back: fslab {fslab_seq:.0?} lpm, plain {plain_seq:.0?} lpm, ratio {ratio_seq:.3}"
     );
-    assert!((0.8..=1.2).contains(&ratio), "fslab {fslab_same:.0?} lpm vs plain {plain_same:.0?} lpm (ratio {ratio:.3})");
+    assert!(
+        (0.8..=1.2).contains(&ratio),
+        "fslab {fslab_same:.0?} lpm vs plain {plain_same:.0?} lpm (ratio {ratio:.3})"
+    );
 }
 
 #[test]
@@ -364,7 +375,10 @@ fn fio_inline_job_on_tmpfs() {
     }
     let _serial = serial();
     let bed = Bed::new("fs = \"tmpfs\"\nsize = \"64MiB\"");
-    let m = run_on(&bed, "kind = \"fio\"\njob = { name = \"rw\", rw = \"randwrite\", bs = \"4k\", size = \"4M\", ioengine = \"psync\" }");
+    let m = run_on(
+        &bed,
+        "kind = \"fio\"\njob = { name = \"rw\", rw = \"randwrite\", bs = \"4k\", size = \"4M\", ioengine = \"psync\" }",
+    );
     assert!(value(&m, "rw/write/bw_kib_s") > 0.0, "{m:?}");
     assert!(value(&m, "rw/write/iops") > 0.0);
     assert!(value(&m, "rw/write/clat_p99_us") >= value(&m, "rw/write/clat_p50_us"));
@@ -399,4 +413,3 @@ fn fio_jobfile_on_ext4_with_two_jobs() {
     assert!(value(&m, "randr/read/iops") > 0.0, "{m:?}");
     assert_eq!(leftovers(&bed.root()), Vec::<String>::new());
 }
-

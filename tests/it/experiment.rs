@@ -1,7 +1,7 @@
 //! Whole experiments through the library: A/B gives the right verdict, A/A
 //! never claims a change, `--resume` skips finished runs, exports are complete.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 use std::thread::sleep;
@@ -77,7 +77,8 @@ fn ab_throttle_is_regressed_on_total_s() {
         assert!(!samples.disk.is_empty() && !samples.cpu.is_empty());
         assert!(run.geometry.unwrap().contains("Block count"));
     }
-    let env: serde_json::Value = serde_json::from_str(&store.experiment(summary.experiment_id).unwrap().environment_json).unwrap();
+    let env: serde_json::Value =
+        serde_json::from_str(&store.experiment(summary.experiment_id).unwrap().environment_json).unwrap();
     assert!(env["kernel_release"].as_str().is_some_and(|k| !k.is_empty()), "{env}");
 }
 
@@ -146,7 +147,8 @@ fn resume_finishes_without_repeating_runs() {
     assert_eq!(child.wait().unwrap().code(), Some(130));
 
     std::fs::remove_file(&gate).unwrap();
-    let out = Command::new(common::fslab_bin()).arg("run").arg(&spec).arg("--db").arg(&db).arg("--resume").output().unwrap();
+    let out =
+        Command::new(common::fslab_bin()).arg("run").arg(&spec).arg("--db").arg(&db).arg("--resume").output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains("2 already done"), "{stderr}");
@@ -158,7 +160,8 @@ fn resume_finishes_without_repeating_runs() {
     assert_eq!(experiments.len(), 1, "resume must continue the same experiment");
     assert_eq!(experiments[0].status, "complete");
     let runs = store.runs(experiments[0].id).unwrap();
-    let mut seqs: Vec<usize> = runs.iter().filter(|r| r.status == fslab::record::RunStatus::Ok).map(|r| r.seq).collect();
+    let mut seqs: Vec<usize> =
+        runs.iter().filter(|r| r.status == fslab::record::RunStatus::Ok).map(|r| r.seq).collect();
     seqs.sort();
     assert_eq!(seqs, vec![0, 1, 2, 3]);
 }
@@ -183,7 +186,8 @@ fn adaptive_repetition_stops_when_decisive_and_adds_rounds_when_not() {
     let _serial = serial();
     let dir = common::workdir("fslab-exp");
     // The larger tmpfs sleeps ten times longer: decisive after the minimum.
-    let decisive = adaptive_experiment(dir.path(), "if [ $(stat -f -c %b .) -gt 10000 ]; then sleep 0.3; else sleep 0.03; fi");
+    let decisive =
+        adaptive_experiment(dir.path(), "if [ $(stat -f -c %b .) -gt 10000 ]; then sleep 0.3; else sleep 0.03; fi");
     let mut store = Store::open(&dir.path().join("r.db")).unwrap();
     let summary = runner::run(&decisive, &mut store, &RunOptions::default(), &mut Silent).unwrap();
     assert!(summary.rounds < 6 && summary.runs_ok == 2 * summary.rounds, "stopped early: {summary:?}");
@@ -210,7 +214,8 @@ fn export_json_and_csv_hold_every_run() {
     let db = dir.path().join("r.db");
     let out = Command::new(common::fslab_bin()).arg("run").arg(&spec).arg("--db").arg(&db).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let json = Command::new(common::fslab_bin()).args(["export", "--format", "json", "--db"]).arg(&db).output().unwrap();
+    let json =
+        Command::new(common::fslab_bin()).args(["export", "--format", "json", "--db"]).arg(&db).output().unwrap();
     let value: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
     let runs = value["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4);
@@ -221,7 +226,23 @@ fn export_json_and_csv_hold_every_run() {
     assert_eq!(text.lines().count(), 1 + 12, "{text}");
     let compare = Command::new(common::fslab_bin()).args(["compare", "--json", "--db"]).arg(&db).output().unwrap();
     let rows: serde_json::Value = serde_json::from_slice(&compare.stdout).unwrap();
-    for key in ["workload", "metric", "unit", "higher_is_better", "baseline", "variant", "n_baseline", "n_variant", "mean_baseline", "mean_variant", "change_pct", "ci_low_pct", "ci_high_pct", "p_value", "verdict"] {
+    for key in [
+        "workload",
+        "metric",
+        "unit",
+        "higher_is_better",
+        "baseline",
+        "variant",
+        "n_baseline",
+        "n_variant",
+        "mean_baseline",
+        "mean_variant",
+        "change_pct",
+        "ci_low_pct",
+        "ci_high_pct",
+        "p_value",
+        "verdict",
+    ] {
         assert!(rows[0].get(key).is_some(), "missing {key} in {rows}");
     }
 }

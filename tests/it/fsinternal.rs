@@ -114,17 +114,18 @@ fn malformed_ext4_names_file_and_line() {
     // Truncated files and layouts missing their second half.
     let e = err_of(ext4::parse_mb_structs_summary("", "empty"));
     assert!(e.starts_with("empty:"), "{e}");
-    let e = err_of(ext4::parse_mb_structs_summary("optimize_scan: 1\nmax_free_order_lists:\n\tlist_order_0_groups: 1\n", "half"));
+    let e = err_of(ext4::parse_mb_structs_summary(
+        "optimize_scan: 1\nmax_free_order_lists:\n\tlist_order_0_groups: 1\n",
+        "half",
+    ));
     assert!(e.contains("neither"), "{e}");
     let e = err_of(ext4::parse_mb_structs_summary(
         "max_free_order_lists:\n\tlist_order_0_groups: 1\n\tlist_order_2_groups: 1\navg_fragment_size_lists:\n",
         "gap",
     ));
     assert!(e.starts_with("gap:3:"), "{e}");
-    let e = err_of(ext4::parse_mb_structs_summary(
-        "max_free_order_lists:\nfragment_size_tree:\n\ttree_min: 1\n",
-        "tree",
-    ));
+    let e =
+        err_of(ext4::parse_mb_structs_summary("max_free_order_lists:\nfragment_size_tree:\n\ttree_min: 1\n", "tree"));
     assert!(e.contains("tree_max"), "{e}");
     let e = err_of(ext4::parse_mb_groups("#0 : 1 2 3 [ ]\n", "nohdr"));
     assert!(e.starts_with("nohdr:1:"), "{e}");
@@ -137,10 +138,23 @@ fn malformed_ext4_names_file_and_line() {
 #[test]
 fn garbage_never_panics() {
     let inputs = [
-        "", "\n\n", ":", "::::", "#", "#group:", "#group: free frags\n#", "#group: free frags [ 2^99999999999 ]",
-        "#group: free frags [ 2^64 ]\n", "list_order__groups: 1", "list_order_18446744073709551616_groups: 1",
-        "optimize_scan: -1", "\u{0}\u{1}\u{fffd}", "max_free_order_lists:\n\tlist_order_0_groups: 99999999999999999999999",
-        "extent_alloc", "1 2 3", "xpc 1 2 3 4 5 6 7 8 9 10 18446744073709551615",
+        "",
+        "\n\n",
+        ":",
+        "::::",
+        "#",
+        "#group:",
+        "#group: free frags\n#",
+        "#group: free frags [ 2^99999999999 ]",
+        "#group: free frags [ 2^64 ]\n",
+        "list_order__groups: 1",
+        "list_order_18446744073709551616_groups: 1",
+        "optimize_scan: -1",
+        "\u{0}\u{1}\u{fffd}",
+        "max_free_order_lists:\n\tlist_order_0_groups: 99999999999999999999999",
+        "extent_alloc",
+        "1 2 3",
+        "xpc 1 2 3 4 5 6 7 8 9 10 18446744073709551615",
     ];
     for t in inputs {
         let _ = ext4::parse_mb_structs_summary(t, "g");
@@ -408,9 +422,16 @@ fn run(cmd: &mut Command) {
 
 fn can_loop_mount(mkfs: &str) -> bool {
     let root = nix::unistd::Uid::effective().is_root();
-    let tools = ["losetup", mkfs].iter().all(|t| Command::new("sh").arg("-c").arg(format!("command -v {t}")).output().map(|o| o.status.success()).unwrap_or(false));
+    let tools = ["losetup", mkfs].iter().all(|t| {
+        Command::new("sh")
+            .arg("-c")
+            .arg(format!("command -v {t}"))
+            .output()
+            .map(|o| o.status.success())
+            .unwrap_or(false)
+    });
     if !(root && tools && Path::new("/dev/loop-control").exists()) {
-        eprintln!("skipping live {mkfs} test: needs root, losetup, {mkfs} and /dev/loop-control");
+        fslab::testsupport::skip(&format!("live {mkfs} test needs root, losetup, {mkfs} and /dev/loop-control"));
         return false;
     }
     true
@@ -442,7 +463,10 @@ fn write_files(dir: &Path, n: usize) {
     run(Command::new("sync").arg("-f").arg(dir));
 }
 
-fn live_round(fstype: &str, fs: &LiveFs) -> (fsinternal::FsSnapshot, fsinternal::FsSnapshot, Vec<fslab::metric::Metric>) {
+fn live_round(
+    fstype: &str,
+    fs: &LiveFs,
+) -> (fsinternal::FsSnapshot, fsinternal::FsSnapshot, Vec<fslab::metric::Metric>) {
     let before = fsinternal::snapshot(fstype, &fs.dev_name(), &fs.mnt()).unwrap();
     write_files(&fs.mnt(), 300);
     let after = fsinternal::snapshot(fstype, &fs.dev_name(), &fs.mnt()).unwrap();

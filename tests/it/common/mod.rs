@@ -6,14 +6,10 @@ pub mod bed;
 
 use std::path::{Path, PathBuf};
 
-/// Skip (with a loud note) when not root: provisioning needs it. CI runs as root.
+/// True when root. Provisioning needs it: outside CI a non-root run skips
+/// with a loud note; under `CI=true` (where tests must really run) it fails.
 pub fn root_or_skip() -> bool {
-    if nix::unistd::geteuid().is_root() {
-        true
-    } else {
-        eprintln!("SKIPPED: this test provisions loop devices and needs root");
-        false
-    }
+    fslab::testsupport::root_or_skip("this test provisions loop devices")
 }
 
 /// A fresh work directory on a real disk (not tmpfs: images need O_DIRECT).

@@ -1,7 +1,7 @@
 //! `bisect-options` end to end: real runner, real store, real testbeds.
 //! Needs root (loop devices, cgroup throttles); skipped otherwise.
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

@@ -7,15 +7,13 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use fslab::iostatlog::{
-    compare, parse_file, parse_log, record, summarize, FirstReport, IntervalSource, Layout,
-    RecordOptions, SummaryOptions, Unit,
+    compare, parse_file, parse_log, record, summarize, FirstReport, IntervalSource, Layout, RecordOptions,
+    SummaryOptions, Unit,
 };
 use proptest::prelude::*;
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/iostat")
-        .join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/iostat").join(name)
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -66,16 +64,9 @@ fn sysstat_10_busy_phase() {
     assert_eq!(names, ["mmcblk0", "sda"]);
     let d = &s.devices[0];
     assert_eq!((d.samples, d.interval_s, d.duration_s), (5, 2.0, 10.0));
-    assert!(
-        close(d.written_mb, 6500.0 * 2.0 / 1024.0),
-        "{}",
-        d.written_mb
-    );
+    assert!(close(d.written_mb, 6500.0 * 2.0 / 1024.0), "{}", d.written_mb);
     assert!(close(d.read_mb, 24.0 * 2.0 / 1024.0));
-    assert_eq!(
-        (d.busy.samples, d.busy.seconds, d.busy.starts_at_s),
-        (3, 6.0, Some(2.0))
-    );
+    assert_eq!((d.busy.samples, d.busy.seconds, d.busy.starts_at_s), (3, 6.0, Some(2.0)));
     assert!(close(d.busy.written_mb, 12.5));
     // avgrq-sz layout: per-direction sizes derived from kB/s ÷ IOPS: 64, 64, 32.
     assert!(close(d.busy.mean_wareq_kb.unwrap(), 160.0 / 3.0));
@@ -84,36 +75,18 @@ fn sysstat_10_busy_phase() {
     assert_eq!(s.devices[1].busy.samples, 0);
     assert_eq!(s.devices[1].busy.mean_wareq_kb, None);
 
-    let w = summarize(
-        "a",
-        &log,
-        &SummaryOptions {
-            window_s: Some(4.0),
-            ..Default::default()
-        },
-    );
+    let w = summarize("a", &log, &SummaryOptions { window_s: Some(4.0), ..Default::default() });
     assert_eq!(w.devices[0].busy.seconds, 4.0);
     assert!(close(w.devices[0].busy.written_mb, 11.25));
-    let t = summarize(
-        "a",
-        &log,
-        &SummaryOptions {
-            util_threshold: 99.0,
-            ..Default::default()
-        },
-    );
+    let t = summarize("a", &log, &SummaryOptions { util_threshold: 99.0, ..Default::default() });
     assert_eq!(t.devices[0].busy.samples, 2);
 }
 
 #[test]
 fn megabytes_decimal_commas_discard_iso_and_basic() {
     // -m: MB/s normalised to kB; 1 s from 24 h stamps.
-    let d = &summarize(
-        "m",
-        &parse_file(&fixture("sysstat-11.6-x-m-t.log"), false).unwrap(),
-        &Default::default(),
-    )
-    .devices[0];
+    let d = &summarize("m", &parse_file(&fixture("sysstat-11.6-x-m-t.log"), false).unwrap(), &Default::default())
+        .devices[0];
     assert_eq!((d.samples, d.interval_s), (3, 1.0));
     assert!(close(d.written_mb, 4.5) && close(d.busy.written_mb, 4.0));
     assert!(close(d.busy.mean_wareq_kb.unwrap(), 48.0));
@@ -126,11 +99,7 @@ fn megabytes_decimal_commas_discard_iso_and_basic() {
     )
     .devices[0];
     assert_eq!((d.samples, d.interval_s), (2, 2.0));
-    assert!(
-        close(d.written_mb, (6400.0 + 1600.0) * 2.0 / 1024.0),
-        "{}",
-        d.written_mb
-    );
+    assert!(close(d.written_mb, (6400.0 + 1600.0) * 2.0 / 1024.0), "{}", d.written_mb);
     assert!(close(d.busy.mean_wareq_kb.unwrap(), 48.0));
 
     // 12.1+ discard layout, no -t: 1 s assumed unless given.
@@ -141,46 +110,22 @@ fn megabytes_decimal_commas_discard_iso_and_basic() {
     assert_eq!((d.name.as_str(), d.samples), ("nvme0n1", 3));
     assert!(close(d.read_mb, 26000.0 / 1024.0));
     assert!(close(d.busy.mean_rareq_kb.unwrap(), 66.0));
-    let s5 = summarize(
-        "d",
-        &log,
-        &SummaryOptions {
-            interval_s: Some(5.0),
-            ..Default::default()
-        },
-    );
+    let s5 = summarize("d", &log, &SummaryOptions { interval_s: Some(5.0), ..Default::default() });
     assert!(close(s5.devices[0].read_mb, 5.0 * 26000.0 / 1024.0));
     assert_eq!(s5.interval_source, IntervalSource::Option);
 
     // ISO stamps crossing midnight, log taken with -y: keep the first report.
     let log = parse_file(&fixture("sysstat-12.6-x-k-t-iso-y.log"), false).unwrap();
-    assert_eq!(
-        log.samples
-            .iter()
-            .map(|s| s.t_s.unwrap())
-            .collect::<Vec<_>>(),
-        [0.0, 2.0, 4.0]
-    );
-    let d = &summarize(
-        "iso",
-        &log,
-        &SummaryOptions {
-            first_report: FirstReport::Keep,
-            ..Default::default()
-        },
-    )
-    .devices[0];
+    assert_eq!(log.samples.iter().map(|s| s.t_s.unwrap()).collect::<Vec<_>>(), [0.0, 2.0, 4.0]);
+    let d =
+        &summarize("iso", &log, &SummaryOptions { first_report: FirstReport::Keep, ..Default::default() }).devices[0];
     assert_eq!((d.samples, d.interval_s, d.busy.seconds), (3, 2.0, 4.0));
     assert!(close(d.written_mb, 19200.0 * 2.0 / 1024.0));
     assert!(close(d.busy.mean_wareq_kb.unwrap(), 96.0));
 
     // Basic (-d) report: throughput only, no busy phase.
-    let d = &summarize(
-        "b",
-        &parse_file(&fixture("sysstat-12.6-d-k-basic.log"), false).unwrap(),
-        &Default::default(),
-    )
-    .devices[0];
+    let d = &summarize("b", &parse_file(&fixture("sysstat-12.6-d-k-basic.log"), false).unwrap(), &Default::default())
+        .devices[0];
     assert_eq!(d.samples, 2);
     assert!(close(d.written_mb, 1.0) && close(d.read_mb, 0.5));
     assert_eq!((d.mean_util_pct, d.busy.samples), (None, 0));
@@ -205,14 +150,7 @@ fn json_has_the_documented_keys() {
     let v = serde_json::json!({ "files": [summarize("p", &log, &Default::default())] });
     let d = &v["files"][0]["devices"][0];
     assert_eq!(v["files"][0]["path"], "p");
-    for k in [
-        "name",
-        "samples",
-        "interval_s",
-        "duration_s",
-        "read_mb",
-        "written_mb",
-    ] {
+    for k in ["name", "samples", "interval_s", "duration_s", "read_mb", "written_mb"] {
         assert!(!d[k].is_null(), "{k}");
     }
     for k in ["seconds", "read_mb", "written_mb", "mean_wareq_kb"] {
@@ -224,36 +162,17 @@ fn json_has_the_documented_keys() {
 #[test]
 fn compare_pairs_single_devices_and_computes_changes() {
     let opts = SummaryOptions::default();
-    let a = summarize(
-        "a",
-        &parse_file(&fixture("sysstat-11.6-x-m-t.log"), false).unwrap(),
-        &opts,
-    );
-    let b = summarize(
-        "b",
-        &parse_file(&fixture("sysstat-11.2-x-de-comma-sectors.log"), false).unwrap(),
-        &opts,
-    );
+    let a = summarize("a", &parse_file(&fixture("sysstat-11.6-x-m-t.log"), false).unwrap(), &opts);
+    let b = summarize("b", &parse_file(&fixture("sysstat-11.2-x-de-comma-sectors.log"), false).unwrap(), &opts);
     let c = compare(&a, &b, None);
     assert_eq!(c.devices.len(), 1);
-    let row = |m: &str| {
-        c.devices[0]
-            .rows
-            .iter()
-            .find(|r| r.metric == m)
-            .unwrap()
-            .clone()
-    };
+    let row = |m: &str| c.devices[0].rows.iter().find(|r| r.metric == m).unwrap().clone();
     let w = row("busy.written_mb");
     assert!(close(w.a.unwrap(), 4.0) && close(w.b.unwrap(), 15.625));
     assert!(close(w.change_pct.unwrap(), (15.625 - 4.0) / 4.0 * 100.0));
     assert_eq!(row("busy.mean_rareq_kb").change, None);
     // Two devices vs one: pair by name only.
-    let two = summarize(
-        "t",
-        &parse_file(&fixture("sysstat-10.2-x-k-t-ampm-2dev.log"), false).unwrap(),
-        &opts,
-    );
+    let two = summarize("t", &parse_file(&fixture("sysstat-10.2-x-k-t-ampm-2dev.log"), false).unwrap(), &opts);
     let c = compare(&two, &a, None);
     assert_eq!(c.devices.len(), 1);
     assert_eq!(c.unpaired, ["t: sda"]);
@@ -268,24 +187,16 @@ fn malformed_log_errors_with_file_and_line_or_warns_when_lenient() {
     assert!(e.contains("malformed-cut-row.log:9:"), "{e}");
     assert!(e.contains("6 fields, the header has 16"), "{e}");
     let log = parse_file(&p, true).unwrap();
-    assert_eq!(
-        log.warnings.iter().map(|w| w.line).collect::<Vec<_>>(),
-        [9, 10]
-    );
+    assert_eq!(log.warnings.iter().map(|w| w.line).collect::<Vec<_>>(), [9, 10]);
     assert_eq!(log.samples.len(), 3);
-    let e = format!(
-        "{:#}",
-        parse_file(&fixture("no-such.log"), false).unwrap_err()
-    );
+    let e = format!("{:#}", parse_file(&fixture("no-such.log"), false).unwrap_err());
     assert!(e.contains("no-such.log"), "{e}");
 }
 
 // ---------------------------------------------------------------- fuzzing
 
 fn fixtures_text() -> Vec<String> {
-    GOOD.iter()
-        .map(|n| std::fs::read_to_string(fixture(n)).unwrap())
-        .collect()
+    GOOD.iter().map(|n| std::fs::read_to_string(fixture(n)).unwrap()).collect()
 }
 
 /// Parse (strict and lenient) and summarise; everything must stay finite and
@@ -303,14 +214,7 @@ fn check_no_panic(text: &str) {
                     assert!(s.rkb_s.is_finite() && s.wkb_s.is_finite());
                 }
                 for window in [None, Some(1.0)] {
-                    let sum = summarize(
-                        "f",
-                        &log,
-                        &SummaryOptions {
-                            window_s: window,
-                            ..Default::default()
-                        },
-                    );
+                    let sum = summarize("f", &log, &SummaryOptions { window_s: window, ..Default::default() });
                     for d in &sum.devices {
                         assert!(d.read_mb.is_finite() && d.busy.written_mb.is_finite());
                         assert!(d.busy.samples <= d.samples);
@@ -350,8 +254,7 @@ fn mutation() -> impl Strategy<Value = Mutation> {
         any::<usize>().prop_map(Mutation::Delete),
         any::<usize>().prop_map(Mutation::Duplicate),
         (any::<usize>(), any::<usize>()).prop_map(|(l, c)| Mutation::Truncate(l, c)),
-        (any::<usize>(), any::<usize>(), junk.clone())
-            .prop_map(|(l, t, s)| Mutation::ReplaceToken(l, t, s)),
+        (any::<usize>(), any::<usize>(), junk.clone()).prop_map(|(l, t, s)| Mutation::ReplaceToken(l, t, s)),
         (any::<usize>(), junk).prop_map(|(l, s)| Mutation::Insert(l, s)),
         (any::<usize>(), any::<usize>()).prop_map(|(a, b)| Mutation::Swap(a, b)),
     ]
@@ -395,11 +298,7 @@ fn apply(text: &str, muts: &[Mutation]) -> String {
 /// prints how many ran clean (visible with `--nocapture`).
 fn fuzz<S: Strategy>(name: &str, cases: u32, strategy: S, to_text: impl Fn(S::Value) -> String) {
     let ran = AtomicUsize::new(0);
-    let config = ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    };
+    let config = ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() };
     let mut runner = proptest::test_runner::TestRunner::new(config);
     let result = runner.run(&strategy, |v| {
         check_no_panic(&to_text(v));
@@ -416,12 +315,9 @@ fn fuzz<S: Strategy>(name: &str, cases: u32, strategy: S, to_text: impl Fn(S::Va
 
 #[test]
 fn fuzz_random_bytes() {
-    fuzz(
-        "random bytes",
-        3000,
-        proptest::collection::vec(any::<u8>(), 0..2000),
-        |b| String::from_utf8_lossy(&b).into_owned(),
-    );
+    fuzz("random bytes", 3000, proptest::collection::vec(any::<u8>(), 0..2000), |b| {
+        String::from_utf8_lossy(&b).into_owned()
+    });
 }
 
 #[test]
@@ -432,24 +328,14 @@ fn fuzz_random_lines() {
         "[a-z0-9]{1,8}( [0-9]{1,4}\\.[0-9]{2}){0,6}",
         Just(String::new())
     ];
-    fuzz(
-        "random lines",
-        3000,
-        proptest::collection::vec(line, 0..40),
-        |l| l.join("\n"),
-    );
+    fuzz("random lines", 3000, proptest::collection::vec(line, 0..40), |l| l.join("\n"));
 }
 
 #[test]
 fn fuzz_mutated_fixtures() {
     let texts = fixtures_text();
-    let strategy = (
-        0usize..texts.len(),
-        proptest::collection::vec(mutation(), 1..8),
-    );
-    fuzz("mutated fixtures", 6000, strategy, |(which, muts)| {
-        apply(&texts[which], &muts)
-    });
+    let strategy = (0usize..texts.len(), proptest::collection::vec(mutation(), 1..8));
+    fuzz("mutated fixtures", 6000, strategy, |(which, muts)| apply(&texts[which], &muts));
 }
 
 // ---------------------------------------------------------------- record
@@ -458,9 +344,7 @@ fn fuzz_mutated_fixtures() {
 struct Loop(String);
 impl Drop for Loop {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("losetup")
-            .args(["-d", &self.0])
-            .status();
+        let _ = std::process::Command::new("losetup").args(["-d", &self.0]).status();
     }
 }
 
@@ -468,31 +352,15 @@ impl Drop for Loop {
 /// parse and summarise the log: the totals must match what was written.
 #[test]
 fn record_loop_device_round_trip() {
-    if !nix::unistd::geteuid().is_root()
-        || std::process::Command::new("losetup")
-            .arg("--version")
-            .output()
-            .is_err()
-    {
-        eprintln!("SKIPPED: record round trip needs root and losetup");
+    if !nix::unistd::geteuid().is_root() || std::process::Command::new("losetup").arg("--version").output().is_err() {
+        fslab::testsupport::skip("record round trip needs root and losetup");
         return;
     }
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(64 << 20)
-        .unwrap();
-    let out = std::process::Command::new("losetup")
-        .args(["--find", "--show"])
-        .arg(&img)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "losetup: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    std::fs::File::create(&img).unwrap().set_len(64 << 20).unwrap();
+    let out = std::process::Command::new("losetup").args(["--find", "--show"]).arg(&img).output().unwrap();
+    assert!(out.status.success(), "losetup: {}", String::from_utf8_lossy(&out.stderr));
     let dev = Loop(String::from_utf8(out.stdout).unwrap().trim().to_string());
 
     let writer = {
@@ -500,25 +368,14 @@ fn record_loop_device_round_trip() {
         std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));
             let st = std::process::Command::new("dd")
-                .args([
-                    "if=/dev/zero",
-                    &format!("of={dev}"),
-                    "bs=1M",
-                    "count=32",
-                    "oflag=direct",
-                    "status=none",
-                ])
+                .args(["if=/dev/zero", &format!("of={dev}"), "bs=1M", "count=32", "oflag=direct", "status=none"])
                 .status()
                 .unwrap();
             assert!(st.success());
         })
     };
     let mut buf = Vec::new();
-    let opts = RecordOptions {
-        device: dev.0.clone(),
-        interval: Duration::from_secs(1),
-        count: Some(3),
-    };
+    let opts = RecordOptions { device: dev.0.clone(), interval: Duration::from_secs(1), count: Some(3) };
     let n = record(&opts, &mut buf, &AtomicBool::new(false)).unwrap();
     writer.join().unwrap();
     assert_eq!(n, 3);
@@ -532,11 +389,7 @@ fn record_loop_device_round_trip() {
     assert_eq!(d.name, dev.0.trim_start_matches("/dev/"));
     assert_eq!((d.samples, d.interval_s), (3, 1.0), "{text}");
     // kB/s is printed with 2 decimals and the real intervals jitter by a few ms.
-    assert!(
-        (d.written_mb - 32.0).abs() < 0.5,
-        "written {} MB\n{text}",
-        d.written_mb
-    );
+    assert!((d.written_mb - 32.0).abs() < 0.5, "written {} MB\n{text}", d.written_mb);
     assert!(d.read_mb < 0.5, "{text}");
     assert!(d.busy.mean_wareq_kb.is_none_or(|k| k > 100.0), "{text}");
 }

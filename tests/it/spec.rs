@@ -150,11 +150,8 @@ fn dry_run_prints_the_plan() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("e.toml");
     std::fs::write(&path, ISSUE_EXAMPLE).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_fslab"))
-        .args(["run", "--dry-run"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out =
+        std::process::Command::new(env!("CARGO_BIN_EXE_fslab")).args(["run", "--dry-run"]).arg(&path).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("plan (10 runs)"), "{text}");
