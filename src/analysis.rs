@@ -137,12 +137,9 @@ fn natural_key(name: &str) -> Vec<(String, u64)> {
 }
 
 /// True when no row that matters is inconclusive (adaptive repetition may
-/// stop). `decisive_metrics(workload)` names the metrics that matter for a
-/// workload label; None means all of them.
-pub fn all_decisive<'a>(rows: &[ComparisonRow], decisive_metrics: impl Fn(&str) -> Option<&'a [&'a str]>) -> bool {
-    rows.iter()
-        .filter(|r| decisive_metrics(&r.workload).is_none_or(|names| names.contains(&r.metric.as_str())))
-        .all(|r| r.verdict != Verdict::Inconclusive)
+/// stop). `is_decisive(workload, metric)` says whether a row matters.
+pub fn all_decisive(rows: &[ComparisonRow], is_decisive: impl Fn(&str, &str) -> bool) -> bool {
+    rows.iter().filter(|r| is_decisive(&r.workload, &r.metric)).all(|r| r.verdict != Verdict::Inconclusive)
 }
 
 #[cfg(test)]

@@ -12,6 +12,7 @@
 //! * [`report`]: tables and exports.
 //! * [`inspect`]: the environment a run happened in.
 //! * [`runner`]: wires the stages together for one experiment.
+//! * [`sys`]: what fslab asks of the host OS (tools, signals, markers), at the bottom.
 //!
 //! The `fslab` binary is a thin command-line layer over these modules.
 
@@ -21,6 +22,7 @@ pub mod experiment;
 pub mod fsinternal;
 pub mod inspect;
 pub mod iostatlog;
+pub mod keys;
 pub mod metric;
 pub mod monitor;
 pub mod record;
@@ -28,6 +30,7 @@ pub mod report;
 pub mod runner;
 pub mod stats;
 pub mod store;
+pub mod sys;
 pub mod testbed;
 #[doc(hidden)]
 pub mod testsupport;

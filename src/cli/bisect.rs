@@ -13,7 +13,6 @@ use fslab::experiment::PlannedRun;
 use fslab::record::RunRecord;
 use fslab::runner::{self, progress::Console, Observer, RunOptions};
 use fslab::store::Store;
-use fslab::workload::process;
 
 #[derive(Args, Debug)]
 pub struct BisectArgs {
@@ -56,7 +55,7 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
         }
     }
     runner::check_privileges(&exp)?;
-    process::install_signal_handlers()?;
+    fslab::sys::signals::install()?;
     let mut store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
     let cfg = BisectConfig {
         good: args.good,

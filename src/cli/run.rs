@@ -12,7 +12,6 @@ use fslab::experiment::{self, Experiment};
 use fslab::runner::{self, progress::Console, RunOptions};
 use fslab::store::Store;
 use fslab::testbed::DeviceOptIn;
-use fslab::workload::process;
 
 #[derive(Args, Debug)]
 pub struct RunArgs {
@@ -97,7 +96,7 @@ fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: Ru
     }
     opts.workdir = common.workdir.clone();
     runner::check_privileges(&exp)?;
-    process::install_signal_handlers()?;
+    fslab::sys::signals::install()?;
     let mut store = Store::open(&db.db).with_context(|| format!("opening {}", db.db.display()))?;
     let mut console = Console::new();
     let summary = runner::run(&exp, &mut store, &opts, &mut console)?;

@@ -18,10 +18,10 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::cmd;
 use super::environment;
 use super::kconfig::{KValue, KernelConfig};
 use super::version::KernelVersion;
+use crate::sys::exec;
 
 /// Preemption model of a kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -1102,12 +1102,12 @@ fn gather_fs(path: &Path, notes: &mut Vec<String>) -> Result<(FsFacts, Option<Qu
             Err(e) => notes.push(format!("xfs geometry: {e:#}")),
         }
     } else if fs.fstype == "btrfs" {
-        match cmd::run("btrfs", &["filesystem", "df", "-b", &m.mount_point], cmd::DEFAULT_TIMEOUT) {
+        match exec::run("btrfs", &["filesystem", "df", "-b", &m.mount_point], exec::DEFAULT_TIMEOUT) {
             Ok(o) if o.success => fs.btrfs = Some(parse_btrfs_df(&o.stdout)),
             Ok(o) => notes.push(format!(
                 "btrfs filesystem df {}: {}",
                 m.mount_point,
-                cmd::first_line(&o.stderr).unwrap_or("failed")
+                exec::first_line(&o.stderr).unwrap_or("failed")
             )),
             Err(e) => notes.push(format!("btrfs filesystem df: {e}")),
         }
@@ -1293,7 +1293,7 @@ mod tests {
     struct MountGuard(PathBuf);
     impl Drop for MountGuard {
         fn drop(&mut self) {
-            let _ = cmd::run("umount", &[&self.0.to_string_lossy()], cmd::DEFAULT_TIMEOUT);
+            let _ = exec::run("umount", &[&self.0.to_string_lossy()], exec::DEFAULT_TIMEOUT);
         }
     }
 
@@ -1309,7 +1309,7 @@ mod tests {
         let img_s = img.to_string_lossy().to_string();
         let mut args: Vec<&str> = mkfs[1..].to_vec();
         args.push(&img_s);
-        match cmd::run(mkfs[0], &args, cmd::DEFAULT_TIMEOUT) {
+        match exec::run(mkfs[0], &args, exec::DEFAULT_TIMEOUT) {
             Ok(o) if o.success => {}
             Ok(o) => panic!("{} failed: {}", mkfs[0], o.stderr),
             Err(e) => {
@@ -1320,7 +1320,7 @@ mod tests {
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
         let mnt_s = mnt.to_string_lossy().to_string();
-        match cmd::run("mount", &["-o", "loop", "-t", fstype, &img_s, &mnt_s], cmd::DEFAULT_TIMEOUT) {
+        match exec::run("mount", &["-o", "loop", "-t", fstype, &img_s, &mnt_s], exec::DEFAULT_TIMEOUT) {
             Ok(o) if o.success => {}
             other => {
                 crate::testsupport::skip(&format!("cannot loop-mount {fstype} here ({other:?})"));

@@ -11,7 +11,6 @@
 //! * [`doctor`]: evaluating rules against facts into a report.
 //! * [`version`]: kernel versions and version ranges.
 
-mod cmd;
 pub mod doctor;
 pub mod environment;
 pub mod facts;

@@ -29,8 +29,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::testbed::device::DevNum;
-use crate::testbed::MARKER;
+use crate::sys::blockdev::DevNum;
+use crate::sys::marker::MARKER;
 
 /// Where tracefs is normally found, in order of preference.
 pub const TRACEFS_CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
@@ -109,18 +109,7 @@ pub struct SizeBucket {
     pub count: u64,
 }
 
-/// Device latency percentiles in microseconds.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LatencyPercentiles {
-    /// Matched issue/complete pairs.
-    pub count: u64,
-    pub mean_us: f64,
-    pub p50_us: f64,
-    pub p90_us: f64,
-    pub p99_us: f64,
-    pub p99_9_us: f64,
-    pub max_us: f64,
-}
+pub use crate::stats::percentile::LatencyPercentiles;
 
 /// Requests issued with each `rwbs` flag.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -658,26 +647,7 @@ impl DirAcc {
 
 /// Nearest-rank percentiles of `ns` (sorted in place), in microseconds.
 pub fn percentiles(ns: &mut [u64]) -> Option<LatencyPercentiles> {
-    if ns.is_empty() {
-        return None;
-    }
-    ns.sort_unstable();
-    let n = ns.len();
-    let at = |p: f64| {
-        // The epsilon keeps 99.9% of 1000 at rank 999 despite float error.
-        let rank = ((p / 100.0) * n as f64 - 1e-9).ceil() as usize;
-        ns[rank.clamp(1, n) - 1] as f64 / 1000.0
-    };
-    let sum: u128 = ns.iter().map(|&v| u128::from(v)).sum();
-    Some(LatencyPercentiles {
-        count: n as u64,
-        mean_us: sum as f64 / n as f64 / 1000.0,
-        p50_us: at(50.0),
-        p90_us: at(90.0),
-        p99_us: at(99.0),
-        p99_9_us: at(99.9),
-        max_us: ns[n - 1] as f64 / 1000.0,
-    })
+    LatencyPercentiles::from_ns(ns)
 }
 
 // ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 //! Runs one experiment: plan → for each run provision, prepare, measure,
 //! teardown → store, with adaptive rounds and `--resume`.
 
+mod monitors;
 pub mod progress;
 mod single;
 
@@ -15,8 +16,9 @@ use crate::inspect::environment;
 use crate::record::{RunRecord, RunStatus};
 use crate::stats::CompareConfig;
 use crate::store::{NewExperiment, Store, VariantRow, WorkloadRow};
+use crate::sys::signals;
 use crate::testbed::DeviceOptIn;
-use crate::workload::{self, process};
+use crate::workload;
 pub use progress::{Observer, Silent};
 
 /// How to run an experiment (what the command line adds to the file).
@@ -48,7 +50,7 @@ cgroup throttles (it only touches images it creates under its work directory). R
 
 /// Fail early, with a clear message, when not root and root is needed.
 pub fn check_privileges(exp: &Experiment) -> Result<()> {
-    let needs_root = exp.variants.iter().any(|v| !matches!(v.fs, FsKind::Dir(_)));
+    let needs_root = exp.variants.iter().any(|v| !matches!(v.testbed.fs, FsKind::Dir(_)));
     if needs_root && !nix::unistd::geteuid().is_root() {
         bail!(NEEDS_ROOT);
     }
@@ -66,7 +68,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
 
     let mut workloads = Vec::new();
     for config in &exp.workloads {
-        let mut w = workload::build(config, exp.seed)?;
+        let mut w = config.build(exp.seed);
         observer.message(&format!("preparing inputs for workload `{}`", config.label));
         w.prepare_inputs(&exp.cache_dir())
             .with_context(|| format!("preparing inputs of workload `{}`", config.label))?;
@@ -102,7 +104,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     let mut batch = plan_rounds(exp, 0, exp.min_rounds());
     loop {
         for planned in &batch {
-            if process::cancelled() {
+            if signals::cancelled() {
                 summary.interrupted = true;
                 break;
             }
@@ -119,7 +121,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
             }
             observer.finished(planned, &record);
         }
-        if summary.interrupted || process::cancelled() {
+        if summary.interrupted || signals::cancelled() {
             summary.interrupted = true;
             break;
         }
@@ -129,9 +131,10 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
             break;
         }
         let rows = compare_series(&store.metric_series(experiment_id)?, &exp.baseline, &cfg);
-        let decisive_metrics =
-            |label: &str| exp.workloads.iter().find(|w| w.label == label).and_then(|w| w.decisive_metrics());
-        if all_decisive(&rows, decisive_metrics) {
+        let is_decisive = |label: &str, metric: &str| {
+            exp.workloads.iter().find(|w| w.label == label).is_none_or(|w| w.is_decisive(metric))
+        };
+        if all_decisive(&rows, is_decisive) {
             observer.message(&format!("every comparison is decisive after {next_round} rounds"));
             break;
         }

@@ -19,6 +19,7 @@ mod compare;
 mod mannwhitney;
 mod multiple;
 mod outliers;
+pub mod percentile;
 mod samplesize;
 mod summary;
 mod welch;

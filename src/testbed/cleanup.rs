@@ -6,8 +6,9 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{cgroup, loopdev, mount, MARKER};
-use crate::testbed::device::DevNum;
+use super::{cgroup, loopdev, mount};
+use crate::sys::blockdev::DevNum;
+use crate::sys::marker::{stale, MARKER};
 
 /// What a cleanup pass did.
 #[derive(Debug, Default)]
@@ -16,21 +17,6 @@ pub struct CleanupReport {
     /// Leftovers whose owning fslab process is still running (left alone).
     pub in_use: Vec<String>,
     pub errors: Vec<String>,
-}
-
-/// The pid encoded in a marker name found anywhere in `text`.
-fn owner_pid(text: &str) -> Option<i32> {
-    let rest = &text[text.find(MARKER)? + MARKER.len()..];
-    rest.split('-').next()?.parse().ok()
-}
-
-fn alive(pid: i32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Should this leftover go? Unowned or dead-owner ones do; `all` takes live ones too.
-fn stale(text: &str, all: bool) -> bool {
-    all || owner_pid(text).is_none_or(|pid| !alive(pid))
 }
 
 /// Remove stale fslab leftovers. `workdirs` are scanned for testbed
@@ -135,20 +121,4 @@ pub fn cleanup(workdirs: &[PathBuf], all: bool) -> CleanupReport {
         }
     }
     report
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn owner_pid_is_read_from_marker_names() {
-        assert_eq!(owner_pid("/var/tmp/fslab/fslab-tb-1234-0-ab/mnt"), Some(1234));
-        assert_eq!(owner_pid("fslab-tb-77-3-ff"), Some(77));
-        assert_eq!(owner_pid("/dev/loop0"), None);
-        // A live pid (ours) is not stale unless `all`.
-        let ours = format!("fslab-tb-{}-0-0", std::process::id());
-        assert!(!stale(&ours, false));
-        assert!(stale(&ours, true));
-    }
 }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use crate::record::MountFacts;
-use crate::workload::process::run_tool;
+use crate::sys::exec::run_tool;
 
 /// `mount -t FSTYPE [-o OPTIONS] SOURCE TARGET`, arguments passed as a list.
 pub fn mount(fstype: &str, source: &str, target: &Path, options: &str) -> Result<()> {

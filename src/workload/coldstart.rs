@@ -41,6 +41,7 @@
 use std::ffi::CString;
 use std::fs;
 use std::io::Write;
+use std::ops::Range;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -49,11 +50,62 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use toml::Spanned;
 
-use super::process::cancelled;
-use super::{RunContext, Workload};
+use super::{check, BuildEnv, Kind, RunContext, Workload};
+use crate::keys::Source;
 use crate::metric::Metric;
+use crate::sys::signals::cancelled;
+
+/// Most reader processes a level may run.
+const MAX_READERS: i64 = 256;
+
+/// `coldstart` keys as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColdstartKeys {
+    files: Option<Spanned<i64>>,
+    scale: Option<Spanned<f64>>,
+    compressibility: Option<Spanned<f64>>,
+    readers: Option<Spanned<Vec<i64>>>,
+}
+
+/// Library-loading cold start: `readers` processes mmap a /usr/lib-like tree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ColdstartParams {
+    pub files: u64,
+    pub scale: f64,
+    pub compressibility: f64,
+    pub readers: Vec<u32>,
+}
+
+impl Kind for ColdstartParams {
+    const NAME: &'static str = "coldstart";
+    const ABOUT: &'static str = "mmap a /usr/lib-like tree after a cache drop, `readers = [1, 2, 4]`";
+    const METRICS: &'static str = "`coldstart-K/total_s`, `p50_s`, `p99_s`";
+    const READ_ONLY: bool = true;
+    type Keys = ColdstartKeys;
+
+    fn resolve(keys: ColdstartKeys, src: &Source, _at: Range<usize>) -> Result<Self> {
+        Ok(ColdstartParams {
+            files: check::count(src, keys.files.as_ref(), "files", 300, 1..=100_000)? as u64,
+            scale: check::scale(src, keys.scale.as_ref())?,
+            compressibility: check::unit_fraction(src, keys.compressibility.as_ref(), "compressibility", 0.6)?,
+            readers: check::levels(src, keys.readers.as_ref(), "readers", &[1, 2, 4], "[1, 2, 4]", MAX_READERS)?,
+        })
+    }
+
+    fn quick(&mut self) {
+        self.readers.truncate(2);
+        self.files = self.files.min(60);
+    }
+
+    fn build(&self, env: &BuildEnv) -> Box<dyn Workload> {
+        Box::new(Coldstart::new(self.files, self.scale, self.compressibility, self.readers.clone(), env.cold, env.seed))
+    }
+}
 
 /// Directory holding the tree, inside the testbed (and the image).
 pub const TREE: &str = "coldstart";
@@ -308,19 +360,9 @@ fn link_tree(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Write back dirty data, then drop page cache, dentries and inodes.
-fn drop_caches() -> Result<()> {
-    nix::unistd::sync();
-    fs::write("/proc/sys/vm/drop_caches", "3").context("dropping caches (/proc/sys/vm/drop_caches)")
-}
-
-/// Nearest-rank percentile of sorted values.
+/// Nearest-rank percentile of sorted values (0 for none).
 fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+    crate::stats::percentile::nearest_rank(sorted, p).unwrap_or(0.0)
 }
 
 /// Exit codes of a reader process.
@@ -517,7 +559,7 @@ impl Workload for Coldstart {
         for &k in &self.readers {
             let shares = self.shares(&root, k as usize)?;
             if self.cold {
-                drop_caches()?;
+                crate::sys::caches::drop_caches()?;
             }
             let times = run_readers(ctx, &shares).with_context(|| format!("coldstart with {k} readers"))?;
             let mut sorted = times.clone();

@@ -26,13 +26,69 @@
 //! divided by its own wall time, and the metric `shell1-<c>` is the sum of
 //! the copies' rates in loops per minute (higher is better).
 
+use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
-use super::{RunContext, Workload};
+use super::{check, BuildEnv, Kind, RunContext, Workload};
+use crate::keys::Source;
 use crate::metric::Metric;
+use crate::units::Seconds;
+
+/// Most looping copies a level may run.
+pub const MAX_CONCURRENCY: i64 = 256;
+
+/// Longest measured duration a `--quick` run keeps.
+const QUICK_DURATION: Duration = Duration::from_secs(3);
+
+/// `shell1` keys as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shell1Keys {
+    concurrency: Option<Spanned<Vec<i64>>>,
+    duration: Option<Spanned<Seconds>>,
+}
+
+/// UnixBench "Shell Scripts": `concurrency` looping copies for `duration`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Shell1Params {
+    pub concurrency: Vec<u32>,
+    pub duration: Duration,
+}
+
+impl Kind for Shell1Params {
+    const NAME: &'static str = "shell1";
+    const ABOUT: &'static str = "UnixBench Shell Scripts loop, `concurrency = [1, 2, 4, 8]`, `duration`";
+    const METRICS: &'static str = "`shell1-N` (loops/min)";
+    type Keys = Shell1Keys;
+
+    fn resolve(keys: Shell1Keys, src: &Source, _at: Range<usize>) -> Result<Self> {
+        Ok(Shell1Params {
+            concurrency: check::levels(
+                src,
+                keys.concurrency.as_ref(),
+                "concurrency",
+                &[1],
+                "[1, 2, 4, 8]",
+                MAX_CONCURRENCY,
+            )?,
+            duration: check::duration(src, keys.duration.as_ref(), Duration::from_secs(60))?,
+        })
+    }
+
+    fn quick(&mut self) {
+        self.concurrency.truncate(2);
+        self.duration = self.duration.min(QUICK_DURATION);
+    }
+
+    fn build(&self, _env: &BuildEnv) -> Box<dyn Workload> {
+        Box::new(Shell1::new(self.concurrency.clone(), self.duration))
+    }
+}
 
 /// Name of the generated input inside the testbed.
 pub const INPUT_NAME: &str = "shell1.input";

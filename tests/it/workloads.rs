@@ -12,7 +12,10 @@ use std::time::{Duration, Instant};
 
 use fslab::experiment::{self, FioJob, WorkloadParams};
 use fslab::metric::Metric;
-use fslab::workload::{self, fio, shell1, RunContext};
+use fslab::workload::fio::FioParams;
+use fslab::workload::metadata::MetadataParams;
+use fslab::workload::shell1::Shell1Params;
+use fslab::workload::{fio, shell1, RunContext};
 
 // ---------------------------------------------------------------- helpers
 
@@ -28,28 +31,29 @@ fn fixture(name: &str) -> String {
 fn defaults_of_the_new_kinds() {
     assert_eq!(
         params("kind = \"shell1\""),
-        WorkloadParams::Shell1 { concurrency: vec![1], duration: Duration::from_secs(60) }
+        WorkloadParams::Shell1(Shell1Params { concurrency: vec![1], duration: Duration::from_secs(60) })
     );
     assert_eq!(
         params("kind = \"shell1\"\nconcurrency = [1, 2, 4, 8]\nduration = \"5s\""),
-        WorkloadParams::Shell1 { concurrency: vec![1, 2, 4, 8], duration: Duration::from_secs(5) }
+        WorkloadParams::Shell1(Shell1Params { concurrency: vec![1, 2, 4, 8], duration: Duration::from_secs(5) })
     );
     assert_eq!(
         params("kind = \"metadata\""),
-        WorkloadParams::Metadata { files: 100_000, file_size: 0, dirs: 100, threads: 1, fsync: false }
+        WorkloadParams::Metadata(MetadataParams { files: 100_000, file_size: 0, dirs: 100, threads: 1, fsync: false })
     );
     assert_eq!(
         params("kind = \"metadata\"\nfiles = 5000\nfile_size = \"4k\"\ndirs = 10\nthreads = 4\nfsync = true"),
-        WorkloadParams::Metadata { files: 5000, file_size: 4096, dirs: 10, threads: 4, fsync: true }
+        WorkloadParams::Metadata(MetadataParams { files: 5000, file_size: 4096, dirs: 10, threads: 4, fsync: true })
     );
-    let WorkloadParams::Fio { job } =
+    let WorkloadParams::Fio(FioParams { job }) =
         params("kind = \"fio\"\njob = { rw = \"randwrite\", bs = \"4k\", size = \"64M\", direct = true, iodepth = 8 }")
     else {
         panic!()
     };
     let args = fio::Fio::new(job).job_args();
     assert_eq!(args, ["--name=job", "--bs=4k", "--direct=1", "--iodepth=8", "--rw=randwrite", "--size=64M"]);
-    let WorkloadParams::Fio { job } = params("kind = \"fio\"\njob = { name = \"rnd\", rw = \"randread\" }") else {
+    let WorkloadParams::Fio(FioParams { job }) = params("kind = \"fio\"\njob = { name = \"rnd\", rw = \"randread\" }")
+    else {
         panic!()
     };
     assert_eq!(job, FioJob::Inline { name: "rnd".into(), options: vec![("rw".into(), "randread".into())] });
@@ -62,7 +66,10 @@ fn jobfile_is_relative_to_the_experiment_file() {
     let path = dir.path().join("exp.toml");
     std::fs::write(&path, spec("fs = \"tmpfs\"", "kind = \"fio\"\njobfile = \"seq.fio\"")).unwrap();
     let exp = experiment::load(&path).unwrap();
-    assert_eq!(exp.workloads[0].params, WorkloadParams::Fio { job: FioJob::File(dir.path().join("seq.fio")) });
+    assert_eq!(
+        exp.workloads[0].params,
+        WorkloadParams::Fio(FioParams { job: FioJob::File(dir.path().join("seq.fio")) })
+    );
     assert_eq!(exp.workloads[0].kind(), "fio");
 }
 
@@ -185,7 +192,7 @@ fn fio_output_without_a_report_is_a_clear_error() {
 fn fio_missing_child() {
     let w = "kind = \"fio\"\njob = { rw = \"read\", size = \"1M\" }";
     let exp = experiment::parse(&spec("fs = \"tmpfs\"", w), None).unwrap();
-    let mut fio = workload::build(&exp.workloads[0], exp.seed).unwrap();
+    let mut fio = exp.workloads[0].build(exp.seed);
     let dir = tempfile::tempdir().unwrap();
     let err = format!("{:#}", fio.prepare_inputs(dir.path()).unwrap_err());
     assert!(err.contains("fio, which is not installed"), "{err}");
@@ -289,7 +296,7 @@ fn shell1_fidelity_against_a_plain_shell_loop() {
     let bed = Bed::new("fs = \"ext4\"\nsize = \"128MiB\"");
     let mut w = shell1::Shell1::new(vec![1], Duration::from_secs(3));
     let ctx = bed.ctx();
-    workload::Workload::prepare(&mut w, &ctx).unwrap();
+    fslab::workload::Workload::prepare(&mut w, &ctx).unwrap();
     let root = bed.root();
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
 
@@ -311,7 +318,7 @@ fn shell1_fidelity_against_a_plain_shell_loop() {
             plain_seq.push(plain_loop_lpm(&root, 3.0));
         }
     }
-    workload::Workload::cleanup(&mut w, &ctx).unwrap();
+    fslab::workload::Workload::cleanup(&mut w, &ctx).unwrap();
     let ratio = mean(&fslab_same) / mean(&plain_same);
     let ratio_seq = mean(&fslab_seq) / mean(&plain_seq);
     eprintln!(
@@ -403,7 +410,7 @@ fn fio_jobfile_on_ext4_with_two_jobs() {
     let path = dir.path().join("exp.toml");
     std::fs::write(&path, spec("fs = \"tmpfs\"", "kind = \"fio\"\njobfile = \"two.fio\"")).unwrap();
     let exp = experiment::load(&path).unwrap();
-    let mut w = workload::build(&exp.workloads[0], exp.seed).unwrap();
+    let mut w = exp.workloads[0].build(exp.seed);
     let ctx = bed.ctx();
     w.prepare_inputs(&ctx.cache_dir).unwrap();
     let result = w.run(&ctx);

@@ -1,6 +1,8 @@
-//! Running small inspection tools (`dumpe2fs`, `xfs_info`, `mkfs.* -V`, …)
-//! with an argument list, never a shell, and with a deadline so a hung
-//! tool cannot hang `fslab doctor` or environment capture.
+//! Running host tools (`mkfs.*`, `mount`, `losetup`, `dumpe2fs`, `xfs_info`,
+//! …): always an argument list, never a shell; always a deadline, so a hung
+//! tool cannot hang fslab; always `LC_ALL=C`, because fslab parses what
+//! tools print. Workload processes, which need a cgroup, a process group
+//! and cancellation, go through [`crate::workload::RunContext`] instead.
 
 use std::io::{ErrorKind, Read};
 use std::path::Path;
@@ -10,7 +12,7 @@ use std::time::{Duration, Instant};
 
 /// What a finished inspection command printed.
 #[derive(Debug, Clone)]
-pub(crate) struct Output {
+pub struct Output {
     pub success: bool,
     pub code: Option<i32>,
     pub stdout: String,
@@ -19,7 +21,7 @@ pub(crate) struct Output {
 
 /// Why an inspection command produced no output.
 #[derive(Debug)]
-pub(crate) enum RunError {
+pub enum RunError {
     /// The program is not on `PATH` (or not executable).
     NotFound,
     /// Spawning or reading failed for another reason.
@@ -38,17 +40,50 @@ impl std::fmt::Display for RunError {
     }
 }
 
-/// Default deadline: these tools answer in milliseconds; 20 s is generous
-/// for `dumpe2fs` on a slow SD card.
-pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
+/// Deadline of inspection tools: they answer in milliseconds; 20 s is
+/// generous for `dumpe2fs` on a slow SD card.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Deadline of tools that build testbeds (mkfs, mount, losetup, mksquashfs
+/// on a large tree): generous, but a hung tool still cannot hang a run.
+pub const TOOL_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// Run a host tool that must succeed and return its stdout. Errors carry the
+/// command line and the first lines of stderr (tools like mkfs.xfs follow
+/// the real message with a long usage text).
+pub fn run_tool(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let output = run(program, args, TOOL_TIMEOUT).map_err(|e| match e {
+        RunError::NotFound => anyhow::anyhow!("running {program}: not installed (or not on PATH)"),
+        other => anyhow::anyhow!("running `{program} {}`: {other}", args.join(" ")),
+    })?;
+    if !output.success {
+        let lines: Vec<&str> = output.stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        let mut message: Vec<&str> = lines.iter().copied().take(4).collect();
+        if lines.len() > 4 {
+            message.push("…");
+        }
+        let status = output.code.map_or("killed by a signal".to_string(), |c| format!("exit status: {c}"));
+        anyhow::bail!("`{} {}` failed ({status}): {}", program, args.join(" "), message.join("\n"));
+    }
+    Ok(output.stdout)
+}
+
+/// Is `program` an executable on `PATH` (or the sbin directories, see
+/// [`resolve`]), or an existing path when it names one?
+pub fn have_program(program: &str) -> bool {
+    if program.contains('/') {
+        return std::path::Path::new(program).exists();
+    }
+    resolve(program).is_absolute()
+}
 
 /// Run `program args…` with stdin closed, capturing both output streams.
-pub(crate) fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Output, RunError> {
+pub fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Output, RunError> {
     run_in(program, args, None, timeout)
 }
 
 /// Like [`run`], in working directory `dir` when given.
-pub(crate) fn run_in(program: &str, args: &[&str], dir: Option<&Path>, timeout: Duration) -> Result<Output, RunError> {
+pub fn run_in(program: &str, args: &[&str], dir: Option<&Path>, timeout: Duration) -> Result<Output, RunError> {
     let mut cmd = Command::new(resolve(program));
     cmd.args(args)
         .stdin(Stdio::null())
@@ -108,7 +143,7 @@ pub(crate) fn run_in(program: &str, args: &[&str], dir: Option<&Path>, timeout: 
 }
 
 /// First non-empty line of `text`, trimmed.
-pub(crate) fn first_line(text: &str) -> Option<&str> {
+pub fn first_line(text: &str) -> Option<&str> {
     text.lines().map(str::trim).find(|l| !l.is_empty())
 }
 
@@ -116,7 +151,7 @@ pub(crate) fn first_line(text: &str) -> Option<&str> {
 /// `PATH`s often lack (`dumpe2fs`, `xfs_info` and `mkfs.*` live there).
 /// Returns the name unchanged when nothing is found, so the spawn reports
 /// "not installed".
-pub(crate) fn resolve(program: &str) -> std::path::PathBuf {
+pub fn resolve(program: &str) -> std::path::PathBuf {
     use std::os::unix::fs::PermissionsExt;
     if program.contains('/') {
         return program.into();

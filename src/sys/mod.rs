@@ -1,0 +1,8 @@
+//! What fslab asks of the host operating system, at the bottom of the
+//! house: every other module may use these, and these use none of them.
+
+pub mod blockdev;
+pub mod caches;
+pub mod exec;
+pub mod marker;
+pub mod signals;
