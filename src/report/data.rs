@@ -3,6 +3,7 @@
 
 use anyhow::{ensure, Result};
 
+use super::summary::Headline;
 use crate::analysis::{compare_series, ComparisonRow};
 use crate::monitor::MonitorData;
 use crate::stats::CompareConfig;
@@ -18,6 +19,32 @@ pub struct ComparisonData {
     /// Variant names in experiment order.
     pub variants: Vec<String>,
     pub rows: Vec<ComparisonRow>,
+    /// Per workload label, the metrics that decide it (adaptive repetition
+    /// waits on them); a workload not listed is decided by every metric.
+    pub decisive: Vec<(String, Vec<String>)>,
+}
+
+impl ComparisonData {
+    /// True when `row`'s metric is one its workload is decided by (the
+    /// others, such as CPU time beside wall time, are side metrics).
+    pub fn is_decisive(&self, row: &ComparisonRow) -> bool {
+        self.decisive.iter().find(|(w, _)| *w == row.workload).is_none_or(|(_, metrics)| metrics.contains(&row.metric))
+    }
+}
+
+/// The decisive metrics of each workload, from the experiment file as run
+/// (the store keeps the text, not the workload kinds' rules). A file that
+/// no longer parses (a moved content list) leaves every metric decisive.
+fn decisive_metrics(experiment: &ExperimentRow) -> Vec<(String, Vec<String>)> {
+    let path = experiment.spec_path.as_deref().map(std::path::Path::new);
+    let Ok(parsed) = crate::experiment::parse(&experiment.spec_text, path) else {
+        return Vec::new();
+    };
+    parsed
+        .workloads
+        .iter()
+        .filter_map(|w| Some((w.label.clone(), w.decisive_metrics()?.iter().map(|m| m.to_string()).collect())))
+        .collect()
 }
 
 /// The comparison `fslab compare` prints for experiment `id`: the baseline
@@ -51,7 +78,8 @@ fn comparison_of(
     }
     cfg.theta = theta.or_else(|| spec["theta"].as_f64()).unwrap_or(cfg.theta);
     let rows = compare_series(&store.metric_series(id)?, &baseline, &cfg);
-    Ok(ComparisonData { baseline, theta: cfg.theta, alpha: cfg.alpha, variants, rows })
+    let decisive = decisive_metrics(experiment);
+    Ok(ComparisonData { baseline, theta: cfg.theta, alpha: cfg.alpha, variants, rows, decisive })
 }
 
 /// One run with its monitor samples and extra evidence.
@@ -92,6 +120,11 @@ impl ReportData {
             runs.push(RunData { run, monitor, extras });
         }
         Ok(ReportData { experiment, plan, environment, comparison, series, runs })
+    }
+
+    /// The answer the report opens with.
+    pub fn headline(&self) -> Headline {
+        Headline::new(&self.comparison, self.runs.iter().map(|r| &r.run))
     }
 
     /// Variant names in experiment order, then any only seen in runs.
