@@ -161,6 +161,21 @@ pub fn render_markdown(d: &ReportData) -> String {
 mod tests {
     use super::*;
 
+    use crate::report::fixture;
+
+    #[test]
+    fn markdown_snapshot() {
+        insta::assert_snapshot!("markdown_decided", render_markdown(&fixture::decided()));
+    }
+
+    #[test]
+    fn markdown_of_an_undecided_experiment_with_failed_runs_snapshot() {
+        let md = render_markdown(&fixture::undecided_with_failures());
+        assert!(md.contains("Nothing decided") && !md.contains("No metric regressed"), "{md}");
+        assert!(md.contains("runs 16, 17 (optimize\\_scan=1 / untar): mount:"), "{md}");
+        insta::assert_snapshot!("markdown_undecided_failed", md);
+    }
+
     #[test]
     fn escapes_cells() {
         assert_eq!(md_esc("a|b<script>`x`"), "a\\|b&lt;script&gt;\\`x\\`");

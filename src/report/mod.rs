@@ -12,6 +12,8 @@
 pub mod csv;
 pub mod data;
 pub mod describe;
+#[cfg(test)]
+pub mod fixture;
 pub mod html;
 pub mod json;
 pub mod markdown;

@@ -72,6 +72,7 @@ impl Tally {
         match (decided, n) {
             (_, 0) => format!("Decided: {}.", self.decided_text()),
             (0, 1) => format!("Nothing decided: the one comparison is inconclusive{}.", self.needed_text()),
+            (0, 2) => format!("Nothing decided: both comparisons are inconclusive{}.", self.needed_text()),
             (0, _) => format!("Nothing decided: all {n} comparisons are inconclusive{}.", self.needed_text()),
             _ => format!("Decided: {}. Not decided: {n} inconclusive{}.", self.decided_text(), self.needed_text()),
         }

@@ -174,3 +174,25 @@ fn marked_change(r: &ComparisonRow) -> String {
         _ => format!("({:7.2}%)", r.change_pct),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    #[test]
+    fn comparison_table_snapshot() {
+        let d = fixture::decided();
+        let runs = fixture::stored_runs(&d);
+        insta::assert_snapshot!("compare_decided", Text.comparison(&fixture::compare_report(&d, &runs)).unwrap());
+    }
+
+    #[test]
+    fn comparison_table_of_an_undecided_experiment_with_failed_runs_snapshot() {
+        let d = fixture::undecided_with_failures();
+        let runs = fixture::stored_runs(&d);
+        let text = Text.comparison(&fixture::compare_report(&d, &runs)).unwrap();
+        assert!(text.contains("Nothing decided") && text.contains("workload timed out"), "{text}");
+        insta::assert_snapshot!("compare_undecided_failed", text);
+    }
+}

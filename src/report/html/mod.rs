@@ -182,4 +182,39 @@ mod tests {
             let _ = std::fs::write(path, &page);
         }
     }
+
+    /// The page opens with the answer: the headline, failed runs with their
+    /// errors, and per workload its decisive rows beside their chart; the
+    /// configuration and environment come after the evidence.
+    #[test]
+    fn report_opens_with_the_answer() {
+        let page = render_html(&crate::report::fixture::undecided_with_failures());
+        let at = |id: &str| page.find(&format!("id=\"{id}\"")).unwrap_or_else(|| panic!("no section {id}"));
+        assert!(at("summary") < at("verdicts") && at("verdicts") < at("experiment") && at("experiment") < at("environment"));
+        let answer = &page[at("summary")..at("verdicts")];
+        assert!(answer.contains("Nothing decided: both comparisons are inconclusive (about 547–1515 runs per variant"));
+        assert!(!page.contains("No metric regressed"));
+        assert!(answer.contains("runs 16, 17 (optimize_scan=1 / untar): mount: /mnt: wrong fs type"), "{answer}");
+        assert!(answer.contains("run 18 (tuned|&lt;b&gt; / untar): workload timed out after 10m"));
+        // untar is decided by total_s: one line per variant, and its dot plot.
+        assert_eq!(answer.matches("<tr><td>").count(), 2, "{answer}");
+        assert_eq!(answer.matches("data-chart=\"dot\"").count(), 1);
+        assert!(answer.contains("untar/total_s"));
+        // The environment is folded.
+        assert!(page[at("environment")..].starts_with("id=\"environment\"><h2>Environment</h2><details>"));
+
+        let page = render_html(&crate::report::fixture::decided());
+        let answer = &page[page.find("id=\"summary\"").unwrap()..page.find("id=\"verdicts\"").unwrap()];
+        assert!(answer.contains("Decided: 1 regressed, 2 improved, 1 no change. Not decided: 2 inconclusive"));
+        // shell1's decisive metrics are a sweep: one line chart, beside untar's dot plot.
+        assert_eq!(answer.matches("data-chart=\"line\"").count(), 1);
+        assert_eq!(answer.matches("data-chart=\"dot\"").count(), 1);
+        // One number format: no scientific notation anywhere on the page.
+        let exp = page.match_indices("e-").chain(page.match_indices("e+")).filter(|(i, _)| {
+            page[..*i].chars().last().is_some_and(|c| c.is_ascii_digit())
+                && page[i + 2..].chars().next().is_some_and(|c| c.is_ascii_digit())
+        });
+        assert_eq!(exp.count(), 0, "a number in scientific notation");
+        assert!(page.contains("read 20 MiB/s, write 20 MiB/s, write 500 IOPS"));
+    }
 }
