@@ -150,7 +150,14 @@ fn build(specs: Vec<Spec>, failures: &[(&str, &str, &str)]) -> ReportData {
     }
 }
 
-fn run(seq: usize, round: usize, variant: &str, workload: &str, metrics: Vec<Metric>, error: Option<&str>) -> StoredRun {
+fn run(
+    seq: usize,
+    round: usize,
+    variant: &str,
+    workload: &str,
+    metrics: Vec<Metric>,
+    error: Option<&str>,
+) -> StoredRun {
     StoredRun {
         id: seq as i64,
         seq,

@@ -47,6 +47,13 @@ fn bucket_keys<'a>(hists: impl Iterator<Item = &'a Value>) -> Vec<String> {
     keys
 }
 
+/// A table cell: numbers right-aligned on one line, text free to wrap (so
+/// a long value cannot widen the page).
+fn value_cell(text: &str) -> String {
+    let class = if text.parse::<f64>().is_ok() || text == human::NONE { " class=\"num\"" } else { "" };
+    format!("<td{class}>{}</td>", esc(text))
+}
+
 /// Renders an arbitrary JSON value: histograms as bar charts (sibling
 /// histograms such as read/write as one grouped chart), scalars as a
 /// key/value table, nested objects recursively.
@@ -78,7 +85,7 @@ pub fn render_json(title: &str, v: &Value, depth: usize, out: &mut String) {
                         Some(x) if !v.is_u64() && !v.is_i64() => human::number(x),
                         _ => json_text(v),
                     };
-                    let _ = write!(out, "<tr><th>{}</th><td class=\"num\">{}</td></tr>", esc(k), esc(&text));
+                    let _ = write!(out, "<tr><th>{}</th>{}</tr>", esc(k), value_cell(&text));
                 }
                 out.push_str("</table>");
             }
@@ -178,7 +185,10 @@ pub fn snapshot_table(before: Option<&Value>, after: Option<&Value>, delta: Opti
         Some(v) => json_text(v),
         None => "–".into(),
     };
-    out.push_str("<table class=\"snapshot\"><tr><th>counter</th><th>before</th><th>after</th><th>delta</th></tr>");
+    let cell = value_cell;
+    out.push_str(
+        "<div class=\"scroll\"><table class=\"snapshot\"><tr><th>counter</th><th>before</th><th>after</th><th>delta</th></tr>",
+    );
     for k in keys {
         let (b, a, dl) = (get(0, &k), get(1, &k), get(2, &k));
         let delta_text = match (&dl, &b, &a) {
@@ -193,15 +203,15 @@ pub fn snapshot_table(before: Option<&Value>, after: Option<&Value>, delta: Opti
         let changed = delta_text != "0" && delta_text != "–";
         let _ = write!(
             out,
-            "<tr{}><th>{}</th><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
+            "<tr{}><th>{}</th>{}{}{}</tr>",
             if changed { " class=\"changed\"" } else { "" },
             esc(&k),
-            esc(&show(&b)),
-            esc(&show(&a)),
-            esc(&delta_text)
+            cell(&show(&b)),
+            cell(&show(&a)),
+            cell(&delta_text)
         );
     }
-    out.push_str("</table>");
+    out.push_str("</table></div>");
 }
 
 pub fn collect_histograms(title: &str, v: &Value, depth: usize, out: &mut String) {
