@@ -79,7 +79,7 @@ pub fn render_json(title: &str, v: &Value, depth: usize, out: &mut String) {
             let scalars: Vec<(&String, &Value)> =
                 m.iter().filter(|(_, v)| !v.is_object() && !is_nested_array(v)).collect();
             if !scalars.is_empty() {
-                out.push_str("<table>");
+                out.push_str("<table class=\"kv\">");
                 for (k, v) in scalars {
                     let text = match v.as_f64() {
                         Some(x) if !v.is_u64() && !v.is_i64() => human::number(x),

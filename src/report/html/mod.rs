@@ -44,10 +44,10 @@ const CSS: &str = r#"
 *,*::before,*::after{box-sizing:border-box}
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,"DejaVu Sans",sans-serif;margin:0 auto;max-width:1320px;padding:8px 16px 40px;color:#222;background:#fafafa;font-size:14px}
 h1{font-size:22px;margin:12px 0 4px}h2{font-size:18px;border-bottom:2px solid #ddd;padding-bottom:3px;margin-top:28px}h3{font-size:15px;margin:18px 0 6px}h4{font-size:13px;margin:10px 0 4px}
-table{border-collapse:collapse;margin:6px 0;background:#fff;max-width:100%}td{overflow-wrap:anywhere}td code{overflow-wrap:anywhere}th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}th{background:#f0f0f0}
+table{border-collapse:collapse;margin:6px 0;background:#fff;max-width:100%}td code,table.snapshot td,table.kv td{overflow-wrap:anywhere}th,td{border:1px solid #ddd;padding:3px 7px;text-align:left;vertical-align:top}th{background:#f0f0f0}
 td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.v-regressed td{background:#fde2e1}tr.v-improved td{background:#e0f5e3}tr.v-no-change td{background:#fff}tr.v-inconclusive td{background:#fbf7e6}
-span.verdict{font-weight:600}span.v-regressed{color:#b3261e}span.v-improved{color:#1b7f34}span.v-inconclusive{color:#8a6d00}span.v-no-change{color:#555}
+span.verdict{font-weight:600;white-space:nowrap}span.v-regressed{color:#b3261e}span.v-improved{color:#1b7f34}span.v-inconclusive{color:#8a6d00}span.v-no-change{color:#555}
 nav a{margin-right:12px}code,pre{font-family:ui-monospace,"DejaVu Sans Mono",monospace;font-size:12px}pre{background:#fff;border:1px solid #ddd;padding:6px;overflow:auto;max-height:400px}
 .charts{display:flex;flex-wrap:wrap;gap:10px}figure{margin:0;background:#fff;border:1px solid #ddd;padding:4px;flex:1 1 520px;max-width:660px;box-sizing:border-box}figcaption{font-size:12px;color:#555}
 svg.chart{width:100%;height:auto;display:block}
