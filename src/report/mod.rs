@@ -32,7 +32,7 @@ use data::{ComparisonData, ReportData};
 /// Every output format of fslab; a command accepts the subset it can write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum Format {
-    /// Plain text for a terminal (the mmtests-style comparison table).
+    /// Plain text for a terminal.
     Text,
     /// Pretty-printed JSON, for scripts.
     Json,
