@@ -256,7 +256,7 @@ fn markdown_is_a_compact_escaped_summary(f: &Fixture) {
     let table_lines = md.lines().skip_while(|l| !l.starts_with("| metric")).take_while(|l| l.starts_with('|')).count();
     assert_eq!(table_lines, rows.len() + 2, "{md}");
     for r in &rows {
-        assert!(md.contains(&format!("{:+.2}%", r.change_pct)));
+        assert!(md.contains(&fslab::human::change_pct(r.change_pct)), "{}: {md}", r.metric);
     }
     assert!(md.len() < 8000, "not compact: {} bytes", md.len());
     // Same result through another baseline (the escaped one).
