@@ -9,7 +9,9 @@
 //! * [`monitor`]: samplers beside a run (diskstats → iostat metrics, CPU).
 //! * [`store`]: the SQLite file results live in.
 //! * [`stats`]: summaries, A/B comparisons and verdicts.
-//! * [`report`]: tables and exports.
+//! * [`report`]: every output format (terminal table, JSON, CSV, Markdown, HTML).
+//! * [`human`]: how numbers, units and p-values are written for people.
+//! * [`output`]: standard output and error that survive a closed pipe.
 //! * [`inspect`]: the environment a run happened in.
 //! * [`runner`]: wires the stages together for one experiment.
 //! * [`sys`]: what fslab asks of the host OS (tools, signals, markers), at the bottom.
@@ -20,11 +22,13 @@ pub mod analysis;
 pub mod bisect;
 pub mod experiment;
 pub mod fsinternal;
+pub mod human;
 pub mod inspect;
 pub mod iostatlog;
 pub mod keys;
 pub mod metric;
 pub mod monitor;
+pub mod output;
 pub mod record;
 pub mod report;
 pub mod runner;

@@ -6,13 +6,16 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
+use fslab::output;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     match cli::dispatch(args) {
         Ok(code) => code,
+        // The reader of our output went away (`fslab … | head`): not a failure.
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("fslab: error: {e:#}");
+            output::diagnostic(&format!("fslab: error: {e:#}"));
             ExitCode::FAILURE
         }
     }

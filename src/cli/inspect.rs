@@ -6,7 +6,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
+use super::{chosen, formats};
 use fslab::inspect::{builtin_rules, doctor, kconfig_diff, Facts, KernelConfig};
+use fslab::output;
+use fslab::report::{render_plain, Format};
 
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
@@ -24,8 +27,11 @@ pub struct DoctorArgs {
     /// Filesystem type for offline mode.
     #[arg(long, requires = "kconfig")]
     fs: Option<String>,
-    /// Print the report as JSON.
-    #[arg(long)]
+    /// Output format.
+    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
 }
 
@@ -41,11 +47,7 @@ pub fn doctor_cmd(args: DoctorArgs) -> Result<ExitCode> {
     };
     let rules = builtin_rules().map_err(|e| anyhow::anyhow!("{e}"))?;
     let report = doctor(&facts, &rules);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{report}");
-    }
+    output::print(&render_plain(chosen(args.format, args.json), "a doctor report", &report, |r| r.to_string())?)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -64,22 +66,22 @@ enum KconfigCommand {
         /// Only performance-relevant options.
         #[arg(long)]
         only_perf: bool,
-        #[arg(long)]
+        /// Output format.
+        #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
+        format: Format,
+        /// Same as `--format json`.
+        #[arg(long, hide = true, conflicts_with = "format")]
         json: bool,
     },
 }
 
 pub fn kconfig(args: KconfigArgs) -> Result<ExitCode> {
     match args.command {
-        KconfigCommand::Diff { a, b, only_perf, json } => {
+        KconfigCommand::Diff { a, b, only_perf, format, json } => {
             let a = KernelConfig::from_file(&a).with_context(|| format!("reading {}", a.display()))?;
             let b = KernelConfig::from_file(&b).with_context(|| format!("reading {}", b.display()))?;
             let diff = kconfig_diff(&a, &b, only_perf);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&diff)?);
-            } else {
-                print!("{diff}");
-            }
+            output::print(&render_plain(chosen(format, json), "a kconfig diff", &diff, |d| d.to_string())?)?;
         }
     }
     Ok(ExitCode::SUCCESS)

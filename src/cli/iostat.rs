@@ -9,9 +9,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 
+use super::{chosen, formats};
 use fslab::iostatlog::{self, FirstReport, IostatLog, SummaryOptions};
+use fslab::output;
+use fslab::report::json::pretty;
+use fslab::report::{render_plain, Format};
+use fslab::store::export::csv_field;
 
 /// `fslab iostat …`
 #[derive(Args, Debug)]
@@ -53,7 +58,7 @@ fn report(args: ReportLogsArgs) -> Result<ExitCode> {
     }
     let html = iostatlog::report::render_html(&logs);
     std::fs::write(&args.output, html).with_context(|| format!("writing {}", args.output.display()))?;
-    eprintln!("wrote {}", args.output.display());
+    output::diagnostic(&format!("wrote {}", args.output.display()));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -102,19 +107,14 @@ impl SummaryArgs {
     }
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum RowFormat {
-    Json,
-    Csv,
-}
-
 #[derive(Args, Debug)]
 struct ParseArgs {
     /// iostat log files.
     #[arg(required = true)]
     logs: Vec<PathBuf>,
-    #[arg(long, value_enum, default_value_t = RowFormat::Json)]
-    format: RowFormat,
+    /// json: every file with its samples; csv: one row per sample.
+    #[arg(long, value_parser = formats(&[Format::Json, Format::Csv]), default_value = "json")]
+    format: Format,
     #[command(flatten)]
     read: ReadOpts,
 }
@@ -124,8 +124,11 @@ struct SummarizeArgs {
     /// iostat log files.
     #[arg(required = true)]
     logs: Vec<PathBuf>,
-    /// Print JSON (`{"files":[{"path":…,"devices":[…]}]}`).
-    #[arg(long)]
+    /// Output format; json is `{"files":[{"path":…,"devices":[…]}]}`.
+    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
     #[command(flatten)]
     summary: SummaryArgs,
@@ -140,8 +143,11 @@ struct CompareLogsArgs {
     /// Only this device (default: same names; a single device per log is paired whatever its name).
     #[arg(long)]
     device: Option<String>,
-    /// Print JSON.
-    #[arg(long)]
+    /// Output format.
+    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
     #[command(flatten)]
     summary: SummaryArgs,
@@ -181,29 +187,9 @@ pub fn iostat(args: IostatArgs) -> Result<ExitCode> {
 fn read_log(path: &Path, opts: &ReadOpts) -> Result<IostatLog> {
     let log = iostatlog::parse_file(path, opts.lenient)?;
     for w in &log.warnings {
-        eprintln!("warning: {}:{}: skipped: {}", path.display(), w.line, w.message);
+        output::diagnostic(&format!("warning: {}:{}: skipped: {}", path.display(), w.line, w.message));
     }
     Ok(log)
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is not an error.
-fn emit(text: &str) -> Result<()> {
-    ignore_broken_pipe(std::io::stdout().lock().write_all(text.as_bytes()))
-}
-
-fn ignore_broken_pipe(r: std::io::Result<()>) -> Result<()> {
-    match r {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
-    }
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
 }
 
 fn parse(args: ParseArgs) -> Result<ExitCode> {
@@ -213,7 +199,7 @@ fn parse(args: ParseArgs) -> Result<ExitCode> {
     }
     let mut out: Vec<u8> = Vec::new();
     match args.format {
-        RowFormat::Json => {
+        Format::Json => {
             let files: Vec<_> = files
                 .iter()
                 .map(|(path, log)| {
@@ -226,7 +212,7 @@ fn parse(args: ParseArgs) -> Result<ExitCode> {
             serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "files": files }))?;
             writeln!(out)?;
         }
-        RowFormat::Csv => {
+        _ => {
             writeln!(
                 out,
                 "path,report,time,t_s,device,r_s,w_s,rkb_s,wkb_s,rareq_kb,wareq_kb,aqu_sz,r_await,w_await,util_pct"
@@ -257,7 +243,7 @@ fn parse(args: ParseArgs) -> Result<ExitCode> {
             }
         }
     }
-    ignore_broken_pipe(std::io::stdout().lock().write_all(&out))?;
+    output::print(&String::from_utf8_lossy(&out))?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -274,11 +260,12 @@ fn summaries(paths: &[&PathBuf], args: &SummaryArgs) -> Result<Vec<iostatlog::Fi
 
 fn summarize(args: SummarizeArgs) -> Result<ExitCode> {
     let files = summaries(&args.logs.iter().collect::<Vec<_>>(), &args.summary)?;
-    if args.json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&serde_json::json!({ "files": files }))?))?;
-    } else {
-        emit(&iostatlog::render_summaries(&files))?;
-    }
+    let format = chosen(args.format, args.json);
+    let text = match format {
+        Format::Json => pretty(&serde_json::json!({ "files": files }))?,
+        other => render_plain(other, "iostat summaries", &files, |f| iostatlog::render_summaries(f))?,
+    };
+    output::print(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -288,11 +275,12 @@ fn compare(args: CompareLogsArgs) -> Result<ExitCode> {
     if c.devices.is_empty() {
         bail!("no device appears in both logs ({})", c.unpaired.join("; "));
     }
-    if args.json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&c)?))?;
-    } else {
-        emit(&iostatlog::render_comparison(&c))?;
-    }
+    output::print(&render_plain(
+        chosen(args.format, args.json),
+        "an iostat comparison",
+        &c,
+        iostatlog::render_comparison,
+    )?)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,9 +6,10 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::DbArg;
+use super::{chosen, formats, DbArg};
 use fslab::experiment::DEFAULT_WORKDIR;
-use fslab::report::exporter;
+use fslab::output;
+use fslab::report::Format;
 use fslab::store::Store;
 use fslab::testbed::cleanup::cleanup as cleanup_stale;
 
@@ -19,22 +20,21 @@ pub struct ExportArgs {
     /// Experiment id (default: the newest).
     #[arg(long)]
     experiment: Option<i64>,
-    /// json or csv.
-    #[arg(long, default_value = "json")]
-    format: String,
+    /// json: the experiment and every run; csv: one row per run × metric.
+    #[arg(long, value_parser = formats(&[Format::Json, Format::Csv]), default_value = "json")]
+    format: Format,
     /// Write here instead of standard output.
     #[arg(short, long)]
     output: Option<PathBuf>,
 }
 
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
-    let exporter = exporter(&args.format)?;
     let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
-    let text = exporter.export(&store, id)?;
+    let text = args.format.exporter().runs(&store, id)?;
     match args.output {
         Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?,
-        None => print!("{text}"),
+        None => output::print(&text)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -43,16 +43,18 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
 pub struct ListArgs {
     #[command(flatten)]
     db: DbArg,
+    /// Output format: one line per experiment, or JSON.
+    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
+    json: bool,
 }
 
 pub fn list(args: ListArgs) -> Result<ExitCode> {
     let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
-    for e in store.list_experiments()? {
-        println!(
-            "{:>4}  {}  {:<11}  {:>3} ok {:>3} failed  {}",
-            e.id, e.created_at, e.status, e.runs_ok, e.runs_failed, e.name
-        );
-    }
+    let list = store.list_experiments()?;
+    output::print(&chosen(args.format, args.json).exporter().experiments(&list)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -70,17 +72,19 @@ pub fn cleanup(args: CleanupArgs) -> Result<ExitCode> {
     anyhow::ensure!(nix::unistd::geteuid().is_root(), "{}", fslab::runner::NEEDS_ROOT);
     let workdirs = if args.workdir.is_empty() { vec![PathBuf::from(DEFAULT_WORKDIR)] } else { args.workdir };
     let report = cleanup_stale(&workdirs, args.all);
+    let mut text = String::new();
     for item in &report.removed {
-        println!("removed {item}");
+        text.push_str(&format!("removed {item}\n"));
     }
     for item in &report.in_use {
-        println!("left alone (its fslab is still running): {item}");
-    }
-    for error in &report.errors {
-        eprintln!("could not remove {error}");
+        text.push_str(&format!("left alone (its fslab is still running): {item}\n"));
     }
     if report.removed.is_empty() && report.errors.is_empty() {
-        println!("nothing to clean up");
+        text.push_str("nothing to clean up\n");
     }
+    for error in &report.errors {
+        output::diagnostic(&format!("could not remove {error}"));
+    }
+    output::print(&text)?;
     Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -12,7 +12,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Parser, Subcommand, ValueEnum};
+use fslab::report::Format;
 
 /// Reproduce, measure and explain Linux filesystem performance regressions.
 #[derive(Parser, Debug)]
@@ -28,6 +30,23 @@ pub fn experiment_id(store: &fslab::store::Store, db: &std::path::Path, id: Opti
     match id {
         Some(id) => Ok(id),
         None => store.latest_experiment()?.with_context(|| format!("{} holds no experiments", db.display())),
+    }
+}
+
+/// A `--format` parser that offers only the `allowed` formats of [`Format`]
+/// (so `--help` lists what the command can write).
+pub fn formats(allowed: &'static [Format]) -> impl TypedValueParser<Value = Format> {
+    PossibleValuesParser::new(allowed.iter().filter_map(|f| f.to_possible_value()))
+        .try_map(|name: String| Format::from_str(&name, false))
+}
+
+/// The chosen format: `--format`, or `json` for the hidden `--json` that
+/// older scripts may still pass.
+pub fn chosen(format: Format, json: bool) -> Format {
+    if json {
+        Format::Json
+    } else {
+        format
     }
 }
 

@@ -9,6 +9,8 @@ use clap::Args;
 use super::compare::print_comparison;
 use super::DbArg;
 use fslab::experiment::{self, Experiment};
+use fslab::output;
+use fslab::report::Format;
 use fslab::runner::{self, progress::Console, RunOptions};
 use fslab::store::Store;
 use fslab::testbed::DeviceOptIn;
@@ -64,7 +66,7 @@ pub const QUICKSTART: &str = include_str!("../../examples/quickstart.toml");
 
 pub fn quickstart(args: QuickstartArgs) -> Result<ExitCode> {
     if args.show {
-        print!("{QUICKSTART}");
+        output::print(QUICKSTART)?;
         return Ok(ExitCode::SUCCESS);
     }
     let exp = experiment::parse(QUICKSTART, None)?;
@@ -77,7 +79,7 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         experiment::make_quick(&mut exp);
     }
     if args.dry_run {
-        print!("{}", fslab::experiment::plan::describe(&exp));
+        output::print(&fslab::experiment::plan::describe(&exp))?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.device.is_some() && !args.destroy_data {
@@ -100,17 +102,21 @@ fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: Ru
     let mut store = Store::open(&db.db).with_context(|| format!("opening {}", db.db.display()))?;
     let mut console = Console::new();
     let summary = runner::run(&exp, &mut store, &opts, &mut console)?;
-    eprintln!(
+    output::diagnostic(&format!(
         "experiment {}: {} runs ok, {} failed{}; results in {}",
         summary.experiment_id,
         summary.runs_ok,
         summary.runs_failed,
         if summary.runs_skipped > 0 { format!(", {} already done", summary.runs_skipped) } else { String::new() },
         db.db.display()
-    );
-    print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), false)?;
+    ));
+    // The experiment is stored: a reader that went away (`| head`) changes nothing about how it went.
+    match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), Format::Text) {
+        Err(e) if output::is_broken_pipe(&e) => output::stdout_gone(),
+        r => r?,
+    }
     if summary.interrupted {
-        eprintln!("interrupted: testbeds were torn down; continue with `fslab run FILE --resume`");
+        output::diagnostic("interrupted: testbeds were torn down; continue with `fslab run FILE --resume`");
         return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)

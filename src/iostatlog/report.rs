@@ -6,8 +6,9 @@
 use std::fmt::Write;
 
 use super::{summarize, FirstReport, IostatLog, SummaryOptions};
+use crate::human::number as fmt_num;
 use crate::report::html::{iostat_charts, page, IoPoint, IoSeries};
-use crate::report::svg::{color, esc, fmt_num};
+use crate::report::svg::{color, esc};
 
 /// One self-contained HTML page for `(path, log)` pairs.
 ///

@@ -11,6 +11,7 @@ mod filemix;
 mod fsinternal;
 mod iostat_logs;
 mod lifecycle;
+mod pipes;
 mod report;
 mod rofs;
 mod spec;
