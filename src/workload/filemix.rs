@@ -71,7 +71,7 @@ use rand_core::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use super::{check, BuildEnv, Kind, RunContext, Workload};
+use super::{check, content, BuildEnv, Kind, RunContext, Workload};
 use crate::keys::Source;
 use crate::metric::Metric;
 use crate::sys::signals::cancelled;
@@ -415,16 +415,8 @@ struct UserDir {
 
 impl UserDir {
     fn new(dir: PathBuf, file_size: u64, seed: u64, user: u32) -> Self {
-        // Pseudo-random (xorshift) block so data is not trivially compressible per block.
-        let mut state = (seed ^ 0xD1B5_4A32_D192_ED03 ^ u64::from(user).wrapping_mul(0xA24B_AED4_963E_E407)) | 1;
-        let block = (0..BLOCK)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 24) as u8
-            })
-            .collect();
+        // Incompressible bytes, so compressing filesystems store what is written.
+        let block = content::ContentReader::new(content::Style::Data, 0.0, seed, &user.to_le_bytes(), BLOCK).into_vec();
         UserDir { dir, file_size, block, jobs: JobStream::new(seed, user, file_size) }
     }
 

@@ -15,6 +15,7 @@
 pub mod archive;
 pub mod coldstart;
 pub mod command;
+pub mod content;
 pub mod filemix;
 pub mod fio;
 pub mod fsync_latency;
