@@ -4,7 +4,6 @@
 use std::fs::{self, File};
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::AtomicUsize;
 use std::sync::Mutex;
 
 use anyhow::{anyhow, Context, Result};
@@ -14,8 +13,6 @@ use crate::sys::marker::MARKER;
 
 /// Process-wide: tracers using tracefs, and whether this process mounted it.
 pub(super) static TRACEFS: Mutex<(usize, Option<PathBuf>)> = Mutex::new((0, None));
-/// Distinguishes instances of one process.
-pub(super) static INSTANCE_COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// A reference to a usable tracefs root; mounts it if needed and unmounts on
 /// the last release if this process mounted it.

@@ -5,7 +5,6 @@ use std::fs::{self, File};
 use std::io::{ErrorKind, Read};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -14,7 +13,6 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use super::*;
 use crate::sys::blockdev::DevNum;
-use crate::sys::marker::MARKER;
 
 /// A running block tracer on one device. [`BlockTracer::stop`] returns the
 /// summary; dropping it (also while unwinding) stops the reader and removes
@@ -44,7 +42,7 @@ impl BlockTracer {
                 bail!("tracepoint block:{ev} is not available in {}", tracefs.root.display());
             }
         }
-        let name = format!("{MARKER}{}-bt{}", std::process::id(), INSTANCE_COUNTER.fetch_add(1, Ordering::SeqCst));
+        let name = crate::sys::marker::tagged_name("bt");
         let instance = tracefs.root.join("instances").join(&name);
         fs::create_dir(&instance).with_context(|| format!("creating trace instance {}", instance.display()))?;
         // From here on, the instance is removed on every error path by Drop.
