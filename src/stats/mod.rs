@@ -15,6 +15,7 @@
 //! * Building blocks: [`welch_t_test`], [`mann_whitney_exact`],
 //!   [`benjamini_hochberg`], [`modified_z_scores`], [`runs_needed`].
 
+pub mod changepoint;
 mod compare;
 mod mannwhitney;
 mod multiple;
