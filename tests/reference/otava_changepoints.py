@@ -69,8 +69,6 @@ def fixed_merge(change_points, series, max_pvalue, min_magnitude):
 
 
 def main():
-    if "--fixed-merge" in sys.argv:
-        oa.merge = fixed_merge
     for name, seed, segments, opts in CASES:
         xs = series(seed, segments)
         # compute_change_points() without its in-place merge of the weak list
@@ -89,5 +87,25 @@ def main():
                   f" qhat={float(c.qhat)!r}")
 
 
+def random_cases():
+    """`--random`: 60 series with 1-4 segments of random lengths and steps of
+    1.5-5 sd, printed as Rust literals `(seed, &[(len, level)], weak, cps)`."""
+    import random
+    rng = random.Random(20261201)
+    for seed in range(100, 160):
+        segments = []
+        level = 1000.0
+        for _ in range(rng.randint(1, 4)):
+            segments.append((rng.randint(8, 80), level))
+            level = level + rng.choice([-1, 1]) * rng.choice([15.0, 20.0, 30.0, 50.0])
+        xs = series(seed, segments)
+        weak = oa.split(xs, 50, 0.01)
+        cps = oa.merge(list(weak), xs, 0.001, 0.0)
+        segs = ", ".join(f"({n}, {lv:.1f})" for n, lv in segments)
+        print(f"({seed}, &[{segs}], &{[int(c.index) for c in weak]}, &{[int(c.index) for c in cps]}),")
+
+
 if __name__ == "__main__":
-    main()
+    if "--fixed-merge" in sys.argv:
+        oa.merge = fixed_merge
+    random_cases() if "--random" in sys.argv else main()
