@@ -17,6 +17,8 @@
 
 pub mod changepoint;
 mod compare;
+pub mod gate;
+pub mod history;
 mod mannwhitney;
 mod multiple;
 mod outliers;
