@@ -23,6 +23,7 @@ mod mannwhitney;
 mod multiple;
 mod outliers;
 mod samplesize;
+pub mod simulation;
 mod summary;
 mod welch;
 
