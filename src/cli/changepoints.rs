@@ -11,7 +11,8 @@ use comfy_table::{presets::ASCII_MARKDOWN, Table};
 use fslab::stats::changepoint::ChangePointConfig;
 use fslab::stats::gate::GateConfig;
 use fslab::stats::simulation::{
-    changepoint_accuracy, changepoint_scenarios, gate_error_rates, gate_scenarios, Against, StepAt,
+    changepoint_accuracy, changepoint_scenarios, gate_error_rates, gate_scenarios, oracle_rates, oracle_scenarios,
+    Against, StepAt,
 };
 
 #[derive(Args, Debug)]
@@ -22,6 +23,18 @@ pub struct SimulateArgs {
     /// Gate checks per gate row and column (unchanged, +5%, +10%).
     #[arg(long, default_value_t = 10000)]
     checks: usize,
+    /// Bisection steps per oracle row.
+    #[arg(long, default_value_t = 4000)]
+    steps: usize,
+    /// Oracle: runs per side before the first question.
+    #[arg(long, default_value_t = 3)]
+    start_runs: usize,
+    /// Oracle: most runs per side before a step is undecided.
+    #[arg(long, default_value_t = 10)]
+    max_runs: usize,
+    /// Oracle: error level per bisection step.
+    #[arg(long, default_value_t = 0.01)]
+    oracle_alpha: f64,
     /// Seed of the first row (each row adds its index).
     #[arg(long, default_value_t = 1)]
     seed: u64,
@@ -61,13 +74,16 @@ pub fn simulate(args: SimulateArgs) -> Result<ExitCode> {
         .enumerate()
         .map(|(i, s)| gate_error_rates(&gate, s, args.checks, seed(100 + i)))
         .collect();
+    let oracles: Vec<_> = oracle_scenarios()
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| oracle_rates(s, (args.start_runs, args.max_runs), args.oracle_alpha, args.steps, seed(200 + i)))
+        .collect();
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({ "changepoint": cp, "gate": gate, "changepoints": cps, "gates": gates })
-            )?
-        );
+        let all = serde_json::json!({
+            "changepoint": cp, "gate": gate, "changepoints": cps, "gates": gates, "oracles": oracles
+        });
+        println!("{}", serde_json::to_string_pretty(&all)?);
         return Ok(ExitCode::SUCCESS);
     }
     let num = |x: f64, digits: usize| if x.is_nan() { "–".to_string() } else { format!("{x:.digits$}") };
@@ -142,8 +158,27 @@ pub fn simulate(args: SimulateArgs) -> Result<ExitCode> {
         ]);
     }
     println!(
-        "Gate (alpha {}, theta {}, history ≤ {}, min {}):\n\n{t}",
+        "Gate (alpha {}, theta {}, history ≤ {}, min {}):\n\n{t}\n",
         gate.alpha, gate.theta, gate.max_history, gate.min_history
+    );
+
+    let mut t = Table::new();
+    t.load_style(ASCII_MARKDOWN);
+    t.set_header(["step", "candidate is", "steps", "answered good", "answered bad", "undecided", "mean runs / side"]);
+    for r in &oracles {
+        t.add_row([
+            format!("{}σ", r.step_sd),
+            format!("{:?}", r.truth).to_lowercase(),
+            r.steps.to_string(),
+            num(r.good_pct, 2) + "%",
+            num(r.bad_pct, 2) + "%",
+            num(r.undecided_pct, 2) + "%",
+            num(r.mean_runs, 2),
+        ]);
+    }
+    println!(
+        "Bisection oracle (alpha {} per step, {} to {} runs per side, run CV 2%):\n\n{t}",
+        args.oracle_alpha, args.start_runs, args.max_runs
     );
     Ok(ExitCode::SUCCESS)
 }

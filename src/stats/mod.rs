@@ -21,6 +21,7 @@ pub mod gate;
 pub mod history;
 mod mannwhitney;
 mod multiple;
+pub mod oracle;
 mod outliers;
 mod samplesize;
 pub mod simulation;

@@ -10,6 +10,8 @@
 //!   per-experiment offset `b ~ N(0, between)` (boot-to-boot drift) and
 //!   per-run noise `w ~ N(0, cv)`; a lower-is-better time metric; the newest
 //!   experiment is multiplied by `1 + step`.
+//! * bisection oracle: runs of `μ·exp(w)`, `w ~ N(0, 2%)`, the bad end `k`
+//!   noise sd above the good one, the candidate at good, at bad or halfway.
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -18,6 +20,7 @@ use serde::Serialize;
 use super::changepoint::{detect, ChangePointConfig};
 use super::gate::{check_experiment, check_history, GateConfig, GateOutcome, MetricHistory, MetricRuns};
 use super::history::HistoryPoint;
+use super::oracle::{classify, Side};
 
 /// Normal and Student-t draws from ChaCha8. Box–Muller by hand: the crate
 /// has `rand_core` but not `rand_distr`, and two draws need no dependency.
@@ -278,6 +281,101 @@ pub fn gate_error_rates(
     }
 }
 
+/// Where the candidate of an oracle scenario really is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Truth {
+    Good,
+    Bad,
+    /// Halfway between the ends: no right answer; it should stay unknown.
+    Halfway,
+}
+
+/// One row of the oracle table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OracleRates {
+    /// Bad end above good, in run noise sd.
+    pub step_sd: f64,
+    pub truth: Truth,
+    /// Runs per side before the first question, and the most after rounds.
+    pub start_runs: usize,
+    pub max_runs: usize,
+    /// Error level per step; each question uses `alpha / questions`.
+    pub alpha: f64,
+    pub steps: usize,
+    /// Steps answered good / bad, %.
+    pub good_pct: f64,
+    pub bad_pct: f64,
+    /// Steps still unknown at `max_runs`, %.
+    pub undecided_pct: f64,
+    /// Mean runs per side when the step ended.
+    pub mean_runs: f64,
+}
+
+/// The scenarios of the oracle table: `(step_sd, truth)`.
+pub fn oracle_scenarios() -> Vec<(f64, Truth)> {
+    let mut v = Vec::new();
+    for step in [2.0, 3.0, 5.0] {
+        v.push((step, Truth::Good));
+        v.push((step, Truth::Bad));
+    }
+    v.push((3.0, Truth::Halfway));
+    v
+}
+
+/// One oracle scenario: each step starts with `start_runs` runs of good,
+/// bad and the candidate and adds one run to each until the oracle decides
+/// or `max_runs` is reached, as `bisect-commits` would.
+pub fn oracle_rates(
+    (step_sd, truth): (f64, Truth),
+    (start_runs, max_runs): (usize, usize),
+    alpha: f64,
+    steps: usize,
+    seed: u64,
+) -> OracleRates {
+    const CV: f64 = 0.02;
+    let mut draws = Draws::new(seed);
+    let questions = (max_runs.max(start_runs) - start_runs + 1) as f64;
+    let level = |shift: f64, d: &mut Draws| 100.0 * (shift * CV + CV * d.normal()).exp();
+    let at = match truth {
+        Truth::Good => 0.0,
+        Truth::Bad => step_sd,
+        Truth::Halfway => step_sd / 2.0,
+    };
+    let (mut good, mut bad, mut runs_total) = (0usize, 0usize, 0usize);
+    for _ in 0..steps {
+        let (mut g, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        loop {
+            let target = if c.is_empty() { start_runs.max(2) } else { c.len() + 1 };
+            while c.len() < target {
+                g.push(level(0.0, &mut draws));
+                b.push(level(step_sd, &mut draws));
+                c.push(level(at, &mut draws));
+            }
+            let side = classify(&g, &b, &c, alpha / questions).side;
+            if side != Side::Unknown || c.len() >= max_runs {
+                good += usize::from(side == Side::Good);
+                bad += usize::from(side == Side::Bad);
+                runs_total += c.len();
+                break;
+            }
+        }
+    }
+    let pct = |k: usize| 100.0 * k as f64 / steps as f64;
+    OracleRates {
+        step_sd,
+        truth,
+        start_runs,
+        max_runs,
+        alpha,
+        steps,
+        good_pct: pct(good),
+        bad_pct: pct(bad),
+        undecided_pct: pct(steps - good - bad),
+        mean_runs: runs_total as f64 / steps as f64,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -307,6 +405,15 @@ mod tests {
         assert!(h.detected_10_pct >= 95.0 && h.false_alarms_per_1000 <= 25.0, "{h:?}");
         let e = gate_error_rates(&cfg, (Against::Experiment, 0.01, 0.0, 5, 1), 40, 5);
         assert!(e.detected_10_pct >= 95.0 && e.false_alarms_per_1000 <= 25.0, "{e:?}");
+    }
+
+    #[test]
+    fn oracle_finds_the_side_of_a_clear_step() {
+        let r = oracle_rates((5.0, Truth::Bad), (3, 10), 0.01, 100, 6);
+        assert!(r.bad_pct >= 95.0 && r.good_pct == 0.0, "{r:?}");
+        assert!(r.mean_runs >= 3.0 && r.mean_runs <= 10.0);
+        let h = oracle_rates((3.0, Truth::Halfway), (3, 6), 0.01, 100, 7);
+        assert!(h.undecided_pct >= 80.0 && (h.mean_runs - 6.0).abs() < 0.5, "{h:?}");
     }
 
     #[test]
