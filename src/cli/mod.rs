@@ -1,6 +1,7 @@
 //! Command-line arguments and dispatch. Each subcommand lives in its own file.
 
 mod bisect;
+mod changepoints;
 mod compare;
 mod inspect;
 mod iostat;
@@ -82,6 +83,9 @@ enum Command {
     Iostat(iostat::IostatArgs),
     /// Find which differing setting between a good and a bad variant carries a regression (ddmin).
     BisectOptions(bisect::BisectArgs),
+    /// Measure change-point detection and CI-gate error rates on synthetic series.
+    #[command(hide = true)]
+    SimulateChangepoints(changepoints::SimulateArgs),
 }
 
 /// Run the chosen subcommand.
@@ -98,5 +102,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Kconfig(args) => inspect::kconfig(args),
         Command::Iostat(args) => iostat::iostat(args),
         Command::BisectOptions(args) => bisect::bisect(args),
+        Command::SimulateChangepoints(args) => changepoints::simulate(args),
     }
 }

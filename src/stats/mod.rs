@@ -15,12 +15,17 @@
 //! * Building blocks: [`welch_t_test`], [`mann_whitney_exact`],
 //!   [`benjamini_hochberg`], [`modified_z_scores`], [`runs_needed`].
 
+pub mod changepoint;
 mod compare;
+pub mod gate;
+pub mod history;
 mod mannwhitney;
 mod multiple;
+pub mod oracle;
 mod outliers;
 pub mod percentile;
 mod samplesize;
+pub mod simulation;
 mod summary;
 mod welch;
 

@@ -5,6 +5,7 @@ mod common;
 
 mod bisect;
 mod blocktrace;
+mod changepoint;
 mod examples;
 mod experiment;
 mod filemix;
