@@ -12,6 +12,8 @@
 //! * [`report`]: tables and exports.
 //! * [`inspect`]: the environment a run happened in.
 //! * [`runner`]: wires the stages together for one experiment.
+//! * [`kernel`], [`vm`]: kernels under test, booted in virtual machines.
+//! * [`sys`]: facts and settings of the running kernel (modules).
 //!
 //! The `fslab` binary is a thin command-line layer over these modules.
 
@@ -21,6 +23,7 @@ pub mod experiment;
 pub mod fsinternal;
 pub mod inspect;
 pub mod iostatlog;
+pub mod kernel;
 pub mod metric;
 pub mod monitor;
 pub mod record;
@@ -28,8 +31,10 @@ pub mod report;
 pub mod runner;
 pub mod stats;
 pub mod store;
+pub mod sys;
 pub mod testbed;
 #[doc(hidden)]
 pub mod testsupport;
 pub mod units;
+pub mod vm;
 pub mod workload;

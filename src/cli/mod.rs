@@ -2,6 +2,7 @@
 
 mod bisect;
 mod compare;
+mod guest;
 mod inspect;
 mod iostat;
 mod maintenance;
@@ -63,6 +64,8 @@ enum Command {
     Iostat(iostat::IostatArgs),
     /// Find which differing setting between a good and a bad variant carries a regression (ddmin).
     BisectOptions(bisect::BisectArgs),
+    #[command(flatten)]
+    Guest(guest::GuestCommand),
 }
 
 /// Run the chosen subcommand.
@@ -79,5 +82,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Kconfig(args) => inspect::kconfig(args),
         Command::Iostat(args) => iostat::iostat(args),
         Command::BisectOptions(args) => bisect::bisect(args),
+        Command::Guest(command) => guest::dispatch(command),
     }
 }
