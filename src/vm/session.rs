@@ -533,6 +533,17 @@ impl Drop for VmSession {
 /// with `cache=none` so the host page cache never holds the guest's I/O.
 fn create_disk(path: &Path, bytes: u64) -> Result<GuestDisk> {
     check_path("testbed disk image", path)?;
+    // tmpfs accepts O_DIRECT (since 6.6) but is the page cache itself.
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    if let Ok(fs) = nix::sys::statfs::statfs(dir) {
+        if fs.filesystem_type() == nix::sys::statfs::TMPFS_MAGIC {
+            bail!(
+                "the work directory {} is on tmpfs: the VM's testbed disk image would live in host memory, not on a \
+                 disk; choose a work directory on a disk filesystem",
+                dir.display()
+            );
+        }
+    }
     let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
     file.set_len(bytes).with_context(|| format!("sizing {}", path.display()))?;
     drop(file);
@@ -704,6 +715,23 @@ mod tests {
         let agent_in_workdir = Path::new("/var/tmp/w/fslab");
         let err = guest_ro_dirs(&config, &kernel, agent_in_workdir, Path::new("/var/tmp/w/s")).unwrap_err();
         assert!(err.to_string().contains("overlaps"), "{err}");
+    }
+
+    #[test]
+    fn a_disk_image_on_tmpfs_is_refused() {
+        let shm = Path::new("/dev/shm");
+        if nix::sys::statfs::statfs(shm).map(|s| s.filesystem_type()) != Ok(nix::sys::statfs::TMPFS_MAGIC) {
+            crate::testsupport::skip("/dev/shm is not tmpfs here");
+            return;
+        }
+        let dir = tempfile::tempdir_in(shm).unwrap();
+        let err = create_disk(&dir.path().join("disk.img"), 1 << 20).unwrap_err().to_string();
+        assert!(err.contains("is on tmpfs"), "{err}");
+        let disk_dir = tempfile::tempdir_in("/var/tmp").unwrap();
+        let disk = create_disk(&disk_dir.path().join("disk.img"), 64 << 20).unwrap();
+        let meta = fs::metadata(&disk.image).unwrap();
+        assert_eq!(meta.len(), 64 << 20);
+        assert!(std::os::unix::fs::MetadataExt::blocks(&meta) < 64, "the image is sparse");
     }
 
     #[test]
