@@ -1,8 +1,9 @@
 //! Does KVM work for this guest? `/dev/kvm` existing is not enough: on some
 //! hosts (nested virtualisation) QEMU with KVM aborts ("failed to set MSR
 //! 0x10a") or spins at 100% CPU printing nothing. So the probe boots the
-//! kernel itself under KVM, with the same machine and CPU model the session
-//! uses (`q35`, `-cpu host`), and requires the kernel's first console line
+//! kernel itself under KVM, with the machine and CPU model virtme-ng uses
+//! under KVM with `--disable-microvm` (QEMU's default `pc`, `-cpu host`),
+//! and requires the kernel's first console line
 //! ("Linux version …", printed within milliseconds under KVM) within
 //! [`PROBE_TIMEOUT`]; otherwise it kills QEMU and reports why. The result is
 //! cached per process and kernel image.
@@ -45,7 +46,7 @@ fn run_probe(qemu: &Path, image: &Path, dir: &Path, name: &str, cgroup_procs: Op
     let log = dir.join("kvm-probe.log");
     let stderr = File::create(dir.join("kvm-probe.stderr")).map_err(|e| format!("creating the probe log: {e}"))?;
     let mut cmd = Command::new(qemu);
-    cmd.args(["-name", name, "-machine", "q35,accel=kvm", "-cpu", "host", "-m", "256M", "-smp", "1"])
+    cmd.args(["-name", name, "-machine", "accel=kvm", "-cpu", "host", "-m", "256M", "-smp", "1"])
         .args(["-nodefaults", "-display", "none", "-no-reboot"])
         .arg("-serial")
         .arg(format!("file:{}", log.display()))

@@ -608,8 +608,9 @@ struct VirtmeArgs<'a> {
     disk: Option<&'a GuestDisk>,
 }
 
-/// virtme-run's arguments. `--disable-microvm` keeps the machine (q35) the
-/// same under KVM and TCG, so the testbed disk is always virtio-blk-pci;
+/// virtme-run's arguments. `--disable-microvm` keeps a PCI machine under
+/// KVM too (virtme-ng's microvm has virtio-mmio devices; TCG always gets
+/// q35), so the testbed disk is virtio-blk-pci either way;
 /// `--show-boot-console` with `loglevel=4` puts kernel errors, panics and
 /// the OOM killer into the console log without slowing the boot.
 fn virtme_args(a: &VirtmeArgs) -> Vec<String> {
