@@ -162,7 +162,7 @@ fn probe_session(
         while Instant::now() < until {
             if process::cancelled() {
                 drop(session);
-                return Err(VmError { failure: Failure::Interrupted, console_tail: String::new() }.into());
+                return Err(VmError::new(Failure::Interrupted).into());
             }
             sleep(Duration::from_millis(50));
         }

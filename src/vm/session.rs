@@ -71,9 +71,16 @@ pub enum Failure {
 pub struct VmError {
     pub failure: Failure,
     pub console_tail: String,
+    /// The session's marker name (empty when no session existed yet).
+    pub session: String,
 }
 
 impl VmError {
+    /// A failure outside any session (nothing booted, so no console).
+    pub fn new(failure: Failure) -> VmError {
+        VmError { failure, console_tail: String::new(), session: String::new() }
+    }
+
     /// Whether the session survived (only handler errors leave it alive).
     pub fn vm_alive(&self) -> bool {
         matches!(self.failure, Failure::Handler { .. })
@@ -192,7 +199,7 @@ impl VmSession {
     /// store the console tail).
     pub fn boot(kernel: &KernelArtifacts, config: &VmConfig, workdir: &Path) -> Result<VmSession> {
         if cancelled() {
-            return Err(VmError { failure: Failure::Interrupted, console_tail: String::new() }.into());
+            return Err(VmError::new(Failure::Interrupted).into());
         }
         let tools = tools::discover()?;
         let agent = match &config.agent {
@@ -268,9 +275,7 @@ impl VmSession {
             requested => {
                 match kvm::probe(&tools.qemu, &kernel.image, &dir, &format!("{name}-kvm-probe"), procs.as_deref()) {
                     Ok(()) => Accel::Kvm,
-                    Err(_) if cancelled() => {
-                        return Err(VmError { failure: Failure::Interrupted, console_tail: String::new() }.into())
-                    }
+                    Err(_) if cancelled() => return Err(VmError::new(Failure::Interrupted).into()),
                     Err(why) if requested == Accel::Kvm => bail!("accelerator kvm was asked for, but {why}"),
                     Err(why) => {
                         session.warnings.push(format!("KVM is not usable for this guest ({why}); using TCG"));
@@ -350,7 +355,7 @@ impl VmSession {
     /// the VM first.
     pub fn request_with_timeout(&mut self, kind: &str, body: Value, timeout: Duration) -> Result<Value> {
         if !self.alive {
-            return Err(VmError { failure: Failure::Dead, console_tail: String::new() }.into());
+            return Err(VmError { session: self.name.clone(), ..VmError::new(Failure::Dead) }.into());
         }
         let seq = self.next_seq;
         self.next_seq += 1;
@@ -491,7 +496,7 @@ impl VmSession {
                 eprintln!("fslab: tearing down VM {}: {e:#}", self.name);
             }
         }
-        VmError { failure, console_tail }
+        VmError { failure, console_tail, session: self.name.clone() }
     }
 
     /// Kill the VM's processes, remove its cgroup and directory. Idempotent.
@@ -740,17 +745,18 @@ mod tests {
         let e = VmError {
             failure: Failure::Exited { during: "boot".into(), status: "exit status: 255".into() },
             console_tail: "[ 2.0] Kernel panic - not syncing: VFS: Unable to mount root fs".into(),
+            session: "fslab-tb-1-vm0-a".into(),
         };
         let text = e.to_string();
         assert!(text.starts_with("the VM stopped during boot (exit status: 255): the guest kernel panicked"), "{text}");
         assert!(text.contains("--- last lines of the guest console ---\n[ 2.0] Kernel panic"), "{text}");
         assert!(!e.vm_alive());
         let handler = VmError {
-            failure: Failure::Handler { kind: "run".into(), message: "boom".into() },
             console_tail: "x".into(),
+            ..VmError::new(Failure::Handler { kind: "run".into(), message: "boom".into() })
         };
         assert_eq!(handler.to_string(), "guest `run` request failed: boom");
         assert!(handler.vm_alive());
-        assert_eq!(VmError { failure: Failure::Interrupted, console_tail: "x".into() }.to_string(), "interrupted");
+        assert_eq!(VmError::new(Failure::Interrupted).to_string(), "interrupted");
     }
 }

@@ -178,7 +178,8 @@ fn a_kernel_that_cannot_mount_its_root_fails_with_the_console_tail() {
     let text = err.to_string();
     assert!(text.contains("the guest kernel panicked"), "{text}");
     assert!(vm_err.console_tail.contains("Unable to mount root fs"), "{text}");
-    assert_eq!(vm_leftovers(&format!("fslab-tb-{}-vm", std::process::id()), work.path()), Vec::<String>::new());
+    assert!(vm_err.session.starts_with(&format!("fslab-tb-{}-vm", std::process::id())), "{vm_err:?}");
+    assert_eq!(vm_leftovers(&vm_err.session, work.path()), Vec::<String>::new());
 }
 
 #[test]
@@ -194,6 +195,7 @@ fn a_boot_that_does_not_finish_in_time_is_killed() {
     assert!(started.elapsed() < Duration::from_secs(30), "took {:?}", started.elapsed());
     assert_eq!(vm_error(&err).failure, Failure::BootTimeout(Duration::from_secs(2)), "{err:#}");
     assert!(err.to_string().contains("did not become ready within 2 s"), "{err:#}");
+    assert_eq!(vm_leftovers(&vm_error(&err).session, work.path()), Vec::<String>::new());
     let work_entries = std::fs::read_dir(work.path()).unwrap().count();
     assert_eq!(work_entries, 0, "the session directory is removed");
 }
@@ -269,7 +271,8 @@ fn a_garbage_kernel_fails_before_any_vm_starts() {
     assert!(!work.exists(), "nothing was created for a kernel that cannot boot");
 }
 
-/// `fslab vm-probe` of the 6.12 package, held up after it is ready.
+/// `fslab vm-probe` of a package, held up after it is ready (TCG: these
+/// tests are about teardown, not speed, and skip the KVM probe).
 fn start_probe(deb: &Path, work: &Path) -> Child {
     Command::new(common::fslab_bin())
         .arg("vm-probe")
@@ -278,7 +281,7 @@ fn start_probe(deb: &Path, work: &Path) -> Child {
         .arg(work)
         .arg("--cache")
         .arg(kernels_dir().join("cache"))
-        .args(["--memory", "512MiB", "--disk", "64MiB", "--hold", "600s", "--boot-timeout", "300s"])
+        .args(["--memory", "512MiB", "--disk", "64MiB", "--hold", "600s", "--boot-timeout", "300s", "--accel", "tcg"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -310,7 +313,7 @@ fn wait_for(child: &mut Child, work: &Path, ready: bool) -> String {
 }
 
 fn sigterm_test(ready: bool) {
-    let Some(deb) = vm_prerequisites("6.12.") else { return };
+    let Some(deb) = vm_prerequisites("6.1.") else { return };
     resolve_deb(&deb);
     let dir = common::workdir("fslab-vm");
     let work = dir.path().join("work");
@@ -339,7 +342,7 @@ fn sigterm_while_running_leaves_nothing() {
 
 #[test]
 fn sigkill_leftovers_are_removed_by_cleanup() {
-    let Some(deb) = vm_prerequisites("6.12.") else { return };
+    let Some(deb) = vm_prerequisites("6.1.") else { return };
     resolve_deb(&deb);
     let dir = common::workdir("fslab-vm");
     let work = dir.path().join("work");
