@@ -14,6 +14,15 @@ use std::time::{Duration, Instant};
 use fslab::kernel::{self, KernelArtifacts, KernelSource};
 use fslab::vm::{self, Accel, Failure, VmConfig, VmError, VmSession};
 
+/// One VM at a time in this test process: a TCG guest keeps host cores
+/// busy, and two of them at once on a 2-core machine starve the timing
+/// tests that run beside them.
+static ONE_VM: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_vm() -> std::sync::MutexGuard<'static, ()> {
+    ONE_VM.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Where `scripts/fetch-test-kernels` puts the packages.
 fn kernels_dir() -> PathBuf {
     std::env::var_os("FSLAB_TEST_KERNELS").map(PathBuf::from).unwrap_or_else(|| "/var/tmp/fslab-test-kernels".into())
@@ -93,6 +102,7 @@ fn vm_error(e: &anyhow::Error) -> &VmError {
 /// testbed needs, and check everything the guest reports.
 fn boot_and_check(version: &str, end_with_timeout: bool) {
     let Some(deb) = vm_prerequisites(version) else { return };
+    let _one = one_vm();
     let kernel = resolve_deb(&deb);
     assert_eq!(kernel.release, release_from_name(&deb), "the setup header and the package name disagree");
     assert!(kernel.config.as_ref().is_some_and(|c| c.is_file()), "{kernel:?}");
@@ -161,6 +171,7 @@ fn debian_6_12_boots_probes_and_a_request_timeout_kills_it() {
 #[test]
 fn a_kernel_that_cannot_mount_its_root_fails_with_the_console_tail() {
     let Some(deb) = vm_prerequisites("6.1.") else { return };
+    let _one = one_vm();
     // The image without its modules: virtiofs is a module, so the root cannot be mounted.
     let image = resolve_deb(&deb).image;
     let kernel =
@@ -185,6 +196,7 @@ fn a_kernel_that_cannot_mount_its_root_fails_with_the_console_tail() {
 #[test]
 fn a_boot_that_does_not_finish_in_time_is_killed() {
     let Some(deb) = vm_prerequisites("6.12.") else { return };
+    let _one = one_vm();
     let kernel = resolve_deb(&deb);
     let work = common::workdir("fslab-vm");
     let mut cfg = config(512);
@@ -314,6 +326,7 @@ fn wait_for(child: &mut Child, work: &Path, ready: bool) -> String {
 
 fn sigterm_test(ready: bool) {
     let Some(deb) = vm_prerequisites("6.1.") else { return };
+    let _one = one_vm();
     resolve_deb(&deb);
     let dir = common::workdir("fslab-vm");
     let work = dir.path().join("work");
@@ -343,6 +356,7 @@ fn sigterm_while_running_leaves_nothing() {
 #[test]
 fn sigkill_leftovers_are_removed_by_cleanup() {
     let Some(deb) = vm_prerequisites("6.1.") else { return };
+    let _one = one_vm();
     resolve_deb(&deb);
     let dir = common::workdir("fslab-vm");
     let work = dir.path().join("work");
