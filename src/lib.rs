@@ -14,6 +14,7 @@
 //! * [`output`]: standard output and error that survive a closed pipe.
 //! * [`inspect`]: the environment a run happened in.
 //! * [`runner`]: wires the stages together for one experiment.
+//! * [`kernel`], [`vm`]: kernels under test, booted in virtual machines.
 //! * [`sys`]: what fslab asks of the host OS (tools, signals, markers), at the bottom.
 //!
 //! The `fslab` binary is a thin command-line layer over these modules.
@@ -25,6 +26,7 @@ pub mod fsinternal;
 pub mod human;
 pub mod inspect;
 pub mod iostatlog;
+pub mod kernel;
 pub mod keys;
 pub mod metric;
 pub mod monitor;
@@ -39,4 +41,5 @@ pub mod testbed;
 #[doc(hidden)]
 pub mod testsupport;
 pub mod units;
+pub mod vm;
 pub mod workload;

@@ -3,6 +3,7 @@
 mod bisect;
 mod changepoints;
 mod compare;
+mod guest;
 mod inspect;
 mod iostat;
 mod maintenance;
@@ -86,6 +87,8 @@ enum Command {
     /// Measure change-point detection and CI-gate error rates on synthetic series.
     #[command(hide = true)]
     SimulateChangepoints(changepoints::SimulateArgs),
+    #[command(flatten)]
+    Guest(guest::GuestCommand),
 }
 
 /// Run the chosen subcommand.
@@ -103,5 +106,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Iostat(args) => iostat::iostat(args),
         Command::BisectOptions(args) => bisect::bisect(args),
         Command::SimulateChangepoints(args) => changepoints::simulate(args),
+        Command::Guest(command) => guest::dispatch(command),
     }
 }

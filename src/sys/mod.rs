@@ -5,4 +5,5 @@ pub mod blockdev;
 pub mod caches;
 pub mod exec;
 pub mod marker;
+pub mod modules;
 pub mod signals;

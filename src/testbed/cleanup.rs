@@ -1,7 +1,7 @@
 //! `fslab cleanup`: find what a killed fslab left behind (mounts, loop
 //! devices, cgroups, v1 root throttle rules, tracefs instances, testbed
-//! directories) by the `fslab-tb-<pid>-…` marker and remove it when its
-//! owner is gone.
+//! and VM session directories, VM processes) by the `fslab-tb-<pid>-…`
+//! marker and remove it when its owner is gone.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -42,6 +42,16 @@ pub fn cleanup(workdirs: &[PathBuf], all: bool) -> CleanupReport {
             } else {
                 report.in_use.push(format!("cgroup {}", entry.path().display()));
             }
+        }
+    }
+
+    // VM processes that no cgroup held (see crate::vm::leftovers).
+    for process in crate::vm::leftovers::vm_processes() {
+        let what = format!("VM process {} ({})", process.pid, process.cmdline.chars().take(120).collect::<String>());
+        if stale(&process.cmdline, all) {
+            note(&mut report, what, crate::vm::leftovers::kill(&process));
+        } else {
+            report.in_use.push(what);
         }
     }
 

@@ -17,4 +17,5 @@ mod report;
 mod rofs;
 mod spec;
 mod testbed;
+mod vm;
 mod workloads;
