@@ -101,6 +101,27 @@ impl KernelSource {
         })
     }
 
+    /// A quick check that the source is what it claims to be, before any
+    /// run (a garbage file fails here, naming it): the release from the
+    /// image's setup header, or from a package's name.
+    pub fn check(&self) -> Result<String> {
+        match self {
+            KernelSource::Image { image, .. } => bzimage::read_release(image),
+            KernelSource::BuildTree(tree) => {
+                let image = tree.join("arch/x86/boot/bzImage");
+                if !image.is_file() {
+                    bail!("kernel build tree {} has no arch/x86/boot/bzImage (build it: make bzImage)", tree.display());
+                }
+                bzimage::read_release(&image)
+            }
+            KernelSource::Deb(deb) => {
+                let name = deb::package_name(deb)?;
+                let release = name.trim_start_matches("linux-image-");
+                Ok(release.strip_suffix("-unsigned").unwrap_or(release).to_string())
+            }
+        }
+    }
+
     /// The path the user gave.
     pub fn path(&self) -> &Path {
         match self {
