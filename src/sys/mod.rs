@@ -4,5 +4,6 @@
 pub mod blockdev;
 pub mod caches;
 pub mod exec;
+pub mod identity;
 pub mod marker;
 pub mod signals;
