@@ -100,7 +100,8 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         Some(path) => Some(DeviceOptIn::new(path).map_err(exit::usage)?),
         None => None,
     };
-    let opts = RunOptions { resume: args.resume, resume_or_start: args.resume_or_start, device, ..RunOptions::default() };
+    let opts =
+        RunOptions { resume: args.resume, resume_or_start: args.resume_or_start, device, ..RunOptions::default() };
     execute(exp, &args.db, &args.common, opts)
 }
 
@@ -156,7 +157,11 @@ fn failure_reasons(store: &Store, experiment_id: i64) {
     }
     const SHOWN: usize = 5;
     for (reason, which) in reasons.iter().take(SHOWN) {
-        let list = if which.len() > 3 { format!("{}, … ({} runs)", which[..3].join(", "), which.len()) } else { which.join(", ") };
+        let list = if which.len() > 3 {
+            format!("{}, … ({} runs)", which[..3].join(", "), which.len())
+        } else {
+            which.join(", ")
+        };
         output::diagnostic(&format!("  failed: {list}: {reason}"));
     }
     if reasons.len() > SHOWN {

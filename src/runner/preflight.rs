@@ -214,7 +214,9 @@ pub fn clean_stale(exp: &Experiment, observer: &mut dyn Observer) {
             ));
         }
         for error in &report.errors {
-            observer.message(&format!("warning: could not remove a killed fslab's leftover: {error} (try `fslab cleanup`)"));
+            observer.message(&format!(
+                "warning: could not remove a killed fslab's leftover: {error} (try `fslab cleanup`)"
+            ));
         }
     }
 }

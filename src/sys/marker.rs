@@ -187,7 +187,8 @@ mod tests {
         assert!(matches!(dir_owner(&fake), DirOwner::NotOurs(m) if m.contains("another directory")));
 
         // A marker whose owner's pid was reused: stale.
-        let mut marker: DirMarker = serde_json::from_str(&std::fs::read_to_string(dir.join(MARKER_FILE)).unwrap()).unwrap();
+        let mut marker: DirMarker =
+            serde_json::from_str(&std::fs::read_to_string(dir.join(MARKER_FILE)).unwrap()).unwrap();
         marker.owner.start_time += 1;
         std::fs::write(dir.join(MARKER_FILE), serde_json::to_string(&marker).unwrap()).unwrap();
         assert!(matches!(dir_owner(&dir), DirOwner::Stale(_)));

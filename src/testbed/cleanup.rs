@@ -192,7 +192,8 @@ fn cache_temporaries(report: &mut CleanupReport, cache: &Path, all: bool) {
             continue;
         }
         let path = entry.path();
-        let removed = if path.is_dir() && !path.is_symlink() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+        let removed =
+            if path.is_dir() && !path.is_symlink() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
         report.note(format!("temporary input {}", path.display()), removed.map_err(Into::into));
     }
 }
@@ -201,9 +202,5 @@ fn cache_temporaries(report: &mut CleanupReport, cache: &Path, all: bool) {
 pub fn mounted_under(dir: &Path) -> Vec<String> {
     let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
     let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    mount::parse_mountinfo(&text)
-        .into_iter()
-        .map(|m| m.mountpoint)
-        .filter(|p| Path::new(p).starts_with(&dir))
-        .collect()
+    mount::parse_mountinfo(&text).into_iter().map(|m| m.mountpoint).filter(|p| Path::new(p).starts_with(&dir)).collect()
 }

@@ -250,7 +250,11 @@ impl Host {
             let path = Path::new(file);
             let device = block_rdev(path).or_else(|| self.device_of_file(path));
             if let Some(d) = device {
-                users.push(User { direct: format!("is swap ({file})"), held: format!("holds swap ({file})"), devices: vec![d] });
+                users.push(User {
+                    direct: format!("is swap ({file})"),
+                    held: format!("holds swap ({file})"),
+                    devices: vec![d],
+                });
             }
         }
         users
@@ -294,7 +298,9 @@ impl Host {
 /// The device number of a block device node.
 fn block_rdev(path: &Path) -> Option<DevNum> {
     let meta = fs::metadata(path).ok()?;
-    meta.file_type().is_block_device().then(|| DevNum { major: libc::major(meta.rdev()), minor: libc::minor(meta.rdev()) })
+    meta.file_type()
+        .is_block_device()
+        .then(|| DevNum { major: libc::major(meta.rdev()), minor: libc::minor(meta.rdev()) })
 }
 
 fn parse_devnum(text: &str) -> Option<DevNum> {
@@ -311,8 +317,12 @@ fn read_trim(path: &Path) -> Option<String> {
 }
 
 fn list_names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> =
-        fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
     names.sort();
     names
 }

@@ -23,8 +23,7 @@ pub struct Space {
 /// Space of the filesystem holding `path` (its nearest existing ancestor
 /// when `path` does not exist yet).
 pub fn of(path: &Path) -> Result<Space> {
-    let existing: PathBuf =
-        path.ancestors().find(|p| p.exists()).map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
+    let existing: PathBuf = path.ancestors().find(|p| p.exists()).map_or_else(|| PathBuf::from("/"), Path::to_path_buf);
     let st = nix::sys::statvfs::statvfs(&existing).with_context(|| format!("statvfs {}", existing.display()))?;
     let block = st.fragment_size() as u64;
     let blocks = if nix::unistd::geteuid().is_root() { st.blocks_free() } else { st.blocks_available() };

@@ -51,8 +51,12 @@ fn parse_registry(text: &str) -> Vec<PathBuf> {
 /// exist are dropped, so the file stays small.
 fn update_registry(change: impl FnOnce(&mut Vec<PathBuf>)) -> std::io::Result<()> {
     fs::create_dir_all(DEFAULT_WORKDIR)?;
-    let mut file =
-        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(Path::new(DEFAULT_WORKDIR).join(REGISTRY))?;
+    let mut file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(Path::new(DEFAULT_WORKDIR).join(REGISTRY))?;
     // SAFETY: flock on a descriptor we own; released when `file` closes.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
         return Err(std::io::Error::last_os_error());
@@ -74,8 +78,30 @@ fn update_registry(change: impl FnOnce(&mut Vec<PathBuf>)) -> std::io::Result<()
 
 /// Top-level directories that are never a place for testbeds or runs.
 const SYSTEM_DIRS: &[&str] = &[
-    "/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/lib32", "/lib64", "/libx32", "/lost+found", "/media",
-    "/mnt", "/opt", "/proc", "/root", "/run", "/sbin", "/snap", "/srv", "/sys", "/tmp", "/usr", "/var",
+    "/",
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/home",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/lost+found",
+    "/media",
+    "/mnt",
+    "/opt",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/snap",
+    "/srv",
+    "/sys",
+    "/tmp",
+    "/usr",
+    "/var",
 ];
 
 /// Directories whose whole subtree belongs to the system.
@@ -94,6 +120,10 @@ pub fn system_dir(path: &Path) -> Option<String> {
     if path == Path::new("/") {
         return Some("`/` is the root directory".to_string());
     }
+    let home = std::env::var_os("HOME").map(|h| normalize(Path::new(&h)));
+    if home.as_deref() == Some(path.as_path()) {
+        return Some(format!("`{shown}` is your home directory"));
+    }
     if SYSTEM_DIRS.iter().any(|d| path == Path::new(d)) {
         return Some(format!("`{shown}` is a system directory"));
     }
@@ -102,10 +132,6 @@ pub fn system_dir(path: &Path) -> Option<String> {
     }
     if path.parent() == Some(Path::new("/var")) {
         return Some(format!("`{shown}` is a system directory"));
-    }
-    let home = std::env::var_os("HOME").map(|h| normalize(Path::new(&h)));
-    if home.as_deref() == Some(path.as_path()) {
-        return Some(format!("`{shown}` is your home directory"));
     }
     if path.parent() == Some(Path::new("/home")) {
         return Some(format!("`{shown}` is a home directory"));
@@ -154,7 +180,9 @@ mod tests {
 
     #[test]
     fn system_directories_are_refused_and_work_directories_are_not() {
-        for p in ["/", "/usr", "/usr/lib/x", "/etc", "/var", "/var/lib", "/var/tmp", "/home", "/tmp", "/dev/shm", "/proc/1"] {
+        for p in
+            ["/", "/usr", "/usr/lib/x", "/etc", "/var", "/var/lib", "/var/tmp", "/home", "/tmp", "/dev/shm", "/proc/1"]
+        {
             assert!(system_dir(Path::new(p)).is_some(), "{p} should be refused");
         }
         assert!(system_dir(Path::new("/var/tmp/../../")).unwrap().contains("root directory"));
@@ -162,7 +190,8 @@ mod tests {
         if let Some(home) = std::env::var_os("HOME") {
             assert!(system_dir(Path::new(&home)).is_some());
         }
-        for p in ["/var/tmp/fslab", "/var/tmp/fslab-tests/x", "/srv/bench/fslab", "/tmp/x", "/mnt/scratch", "/home/me/work"]
+        for p in
+            ["/var/tmp/fslab", "/var/tmp/fslab-tests/x", "/srv/bench/fslab", "/tmp/x", "/mnt/scratch", "/home/me/work"]
         {
             assert_eq!(system_dir(Path::new(p)), None, "{p} should be allowed");
         }

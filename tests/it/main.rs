@@ -14,6 +14,7 @@ mod lifecycle;
 mod pipes;
 mod report;
 mod rofs;
+mod safety;
 mod spec;
 mod testbed;
 mod workloads;
