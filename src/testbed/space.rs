@@ -35,7 +35,7 @@ pub fn of(path: &Path) -> Result<Space> {
 /// (at most 256 MiB) — what is left when writes started failing.
 pub fn full(path: &Path) -> Option<String> {
     let space = of(path).ok()?;
-    let threshold = (space.total / 100).min(256 << 20).max(8 << 20);
+    let threshold = (space.total / 100).clamp(8 << 20, 256 << 20);
     (space.free < threshold).then(|| {
         format!(
             "the work directory's filesystem is full: {} has {} free of {} (a sparse image could not grow; \

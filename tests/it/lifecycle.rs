@@ -145,6 +145,8 @@ fn sigkill_leftovers_are_removed_by_cleanup() {
     if !common::root_or_skip() {
         return;
     }
+    // Not while another test runs `fslab cleanup` over everything stale.
+    let _serial = crate::safety::cleanup_lock();
     let dir = common::workdir("fslab-life");
     let spec = sleeper_spec(dir.path(), "5m");
     let mut child = start(dir.path(), &spec);

@@ -154,7 +154,7 @@ fn a_wrong_type_names_the_key() {
         ("order = 3", "order"),
     ] {
         let e = error_of(&with_top(line));
-        assert!(e.contains(&format!("exp.toml:2:")) && e.contains(&format!("`{key}`")), "{line}: {e}");
+        assert!(e.contains("exp.toml:2:") && e.contains(&format!("`{key}`")), "{line}: {e}");
     }
     for (line, key) in [("size = true", "size"), ("throttle = \"fast\"", "throttle"), ("mkfs = \"-b 4096\"", "mkfs")] {
         let e = error_of(&format!(
