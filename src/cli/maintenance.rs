@@ -81,6 +81,7 @@ pub fn cleanup(args: CleanupArgs) -> Result<ExitCode> {
     }
     let workdirs = if args.workdir.is_empty() { workdirs::known() } else { args.workdir };
     let report = cleanup_stale(&workdirs, args.all);
+    fslab::runner::owner::remove_stale_registrations();
     let mut text = String::new();
     for item in &report.removed {
         text.push_str(&format!("removed {item}\n"));

@@ -68,12 +68,15 @@ pub struct Running {
 /// Register this process as running experiment `id` (best effort: without
 /// a registry, `list` only knows the creator).
 pub fn register(store: &Store, id: i64) -> Running {
+    remove_stale_registrations();
     let Some(path) = store_path(store) else { return Running { file: None } };
     let file = registry_file(&path, id);
     let registration = Registration { owner: ProcessIdentity::current().clone(), store: path, experiment_id: id };
     let written = file.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
         let json = serde_json::to_string(&registration).map_err(std::io::Error::other)?;
-        std::fs::write(&file, json)
+        // Whole or not at all: a reader never sees a half-written file.
+        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, json).and_then(|()| std::fs::rename(&tmp, &file))
     });
     Running { file: written.is_ok().then_some(file) }
 }
@@ -87,6 +90,23 @@ impl Drop for Running {
             }
         }
     }
+}
+
+/// Remove registrations of fslab processes that are gone (killed ones
+/// leave theirs); returns how many.
+pub fn remove_stale_registrations() -> usize {
+    let dir = Path::new(DEFAULT_WORKDIR).join(REGISTRY_DIR);
+    let mut removed = 0;
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        if entry.path().extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let gone = registered_owner(&entry.path()).is_none_or(|o| o.liveness() == Liveness::Gone);
+        if gone && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 fn registered_owner(file: &Path) -> Option<ProcessIdentity> {
