@@ -12,6 +12,7 @@
 //! * [`report`]: every output format (terminal table, JSON, CSV, Markdown, HTML).
 //! * [`human`]: how numbers, units and p-values are written for people.
 //! * [`output`]: standard output and error that survive a closed pipe.
+//! * [`exit`]: the exit status of every command, in one place.
 //! * [`inspect`]: the environment a run happened in.
 //! * [`runner`]: wires the stages together for one experiment.
 //! * [`kernel`], [`vm`]: kernels under test, booted in virtual machines.
@@ -21,6 +22,7 @@
 
 pub mod analysis;
 pub mod bisect;
+pub mod exit;
 pub mod experiment;
 pub mod fsinternal;
 pub mod human;

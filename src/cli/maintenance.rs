@@ -7,11 +7,11 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::{chosen, formats, DbArg};
-use fslab::experiment::DEFAULT_WORKDIR;
 use fslab::output;
 use fslab::report::Format;
 use fslab::store::Store;
 use fslab::testbed::cleanup::cleanup as cleanup_stale;
+use fslab::testbed::workdirs;
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
@@ -53,14 +53,21 @@ pub struct ListArgs {
 
 pub fn list(args: ListArgs) -> Result<ExitCode> {
     let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
-    let list = store.list_experiments()?;
+    let mut list = store.list_experiments()?;
+    // A `running` experiment whose fslab is gone (killed, rebooted) was interrupted.
+    for e in list.iter_mut().filter(|e| e.status == "running") {
+        if let Ok(row) = store.experiment(e.id) {
+            e.status = fslab::runner::owner::effective_status(&store, e.id, &row.status, &row.environment_json);
+        }
+    }
     output::print(&chosen(args.format, args.json).exporter().experiments(&list)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Args, Debug)]
 pub struct CleanupArgs {
-    /// Work directories to scan for testbed directories (default /var/tmp/fslab).
+    /// Work directories to scan for testbed directories (default: /var/tmp/fslab and every work directory
+    /// fslab has recorded). Only directories carrying fslab's marker file are ever removed.
     #[arg(long)]
     workdir: Vec<PathBuf>,
     /// Also remove testbeds of fslab processes that are still running.
@@ -69,15 +76,21 @@ pub struct CleanupArgs {
 }
 
 pub fn cleanup(args: CleanupArgs) -> Result<ExitCode> {
-    anyhow::ensure!(nix::unistd::geteuid().is_root(), "{}", fslab::runner::NEEDS_ROOT);
-    let workdirs = if args.workdir.is_empty() { vec![PathBuf::from(DEFAULT_WORKDIR)] } else { args.workdir };
+    if !nix::unistd::geteuid().is_root() {
+        return Err(fslab::exit::environment(anyhow::anyhow!("{}", fslab::runner::NEEDS_ROOT)));
+    }
+    let workdirs = if args.workdir.is_empty() { workdirs::known() } else { args.workdir };
     let report = cleanup_stale(&workdirs, args.all);
+    fslab::runner::owner::remove_stale_registrations();
     let mut text = String::new();
     for item in &report.removed {
         text.push_str(&format!("removed {item}\n"));
     }
     for item in &report.in_use {
         text.push_str(&format!("left alone (its fslab is still running): {item}\n"));
+    }
+    for item in &report.not_ours {
+        text.push_str(&format!("left alone (not made by fslab): {item}\n"));
     }
     if report.removed.is_empty() && report.errors.is_empty() {
         text.push_str("nothing to clean up\n");

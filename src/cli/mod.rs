@@ -20,7 +20,7 @@ use fslab::report::Format;
 
 /// Reproduce, measure and explain Linux filesystem performance regressions.
 #[derive(Parser, Debug)]
-#[command(name = "fslab", version, about)]
+#[command(name = "fslab", version, about, after_help = fslab::exit::HELP)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,

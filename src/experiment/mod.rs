@@ -26,8 +26,7 @@ pub use crate::workload::untar::UntarSource;
 use crate::workload::BuildEnv;
 pub use crate::workload::WorkloadParams;
 
-/// Where fslab puts images, mount points and caches unless told otherwise.
-pub const DEFAULT_WORKDIR: &str = "/var/tmp/fslab";
+pub use crate::testbed::DEFAULT_WORKDIR;
 
 /// A validated experiment, ready to plan and run.
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -51,6 +50,11 @@ pub struct Experiment {
     pub sample_interval: Duration,
     pub variants: Vec<VariantConfig>,
     pub workloads: Vec<WorkloadConfig>,
+    /// System directories the file names (`workdir`, `dir:` variants), as
+    /// `(key, located message)`: the runner refuses them unless forced
+    /// (`--allow-system-dir`).
+    #[serde(skip)]
+    pub system_paths: Vec<(String, String)>,
 }
 
 /// A variant with `[defaults]` applied and every value checked: a name and

@@ -16,6 +16,7 @@ use super::spec::{Repetitions, TopKeys, VariantKeys, WorkloadKeys, MAX_REPETITIO
 use super::{Experiment, VariantConfig, WorkloadConfig, DEFAULT_WORKDIR};
 use crate::keys::{self, Source, Table};
 use crate::testbed::filesystem::{self as fs, FsKind, Medium};
+use crate::testbed::workdirs::system_dir;
 use crate::testbed::{config::DEFAULT_SIZE, TestbedConfig};
 use crate::workload::{self, WorkloadParams};
 
@@ -30,7 +31,9 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
     let defaults = top.take_table(src, "defaults")?;
     let variant_tables = top.take_tables(src, "variant")?;
     let workload_tables = top.take_tables(src, "workload")?;
+    let workdir_span = top.key_span("workdir");
     let file: TopKeys = top.parse(src)?;
+    let mut system_paths = Vec::new();
 
     let Some(name) = &file.name else {
         return Err(src.err(0..0, "name", "the experiment needs a `name = \"…\"`"));
@@ -70,7 +73,13 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
     }
     let mut variants: Vec<VariantConfig> = Vec::new();
     for table in variant_tables {
-        let (variant, name_span) = resolve_variant(src, table, &defaults)?;
+        let (variant, name_span, fs_span) = resolve_variant(src, table, &defaults)?;
+        if let FsKind::Dir(path) = &variant.testbed.fs {
+            if let Some(why) = system_dir(path) {
+                let msg = format!("{why}: a `dir:` testbed's runs create and delete files there");
+                system_paths.push(("fs".to_string(), format!("{:#}", src.err(fs_span, "fs", msg))));
+            }
+        }
         if variants.iter().any(|v| v.name == variant.name) {
             return Err(src.err(name_span, "name", format!("variant `{}` is defined twice", variant.name)));
         }
@@ -114,6 +123,11 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
             b.get_ref().clone()
         }
     };
+    let workdir = PathBuf::from(file.workdir.clone().unwrap_or_else(|| DEFAULT_WORKDIR.to_string()));
+    if let (Some(span), Some(why)) = (workdir_span, system_dir(&workdir)) {
+        let msg = format!("{why}: fslab creates testbeds and its input cache there");
+        system_paths.push(("workdir".to_string(), format!("{:#}", src.err(span, "workdir", msg))));
+    }
     Ok(Experiment {
         name: name_text,
         description: file.description.clone(),
@@ -123,13 +137,14 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
         repetitions,
         order: file.order.unwrap_or_default(),
         seed: file.seed.unwrap_or(1),
-        workdir: PathBuf::from(file.workdir.clone().unwrap_or_else(|| DEFAULT_WORKDIR.to_string())),
+        workdir,
         baseline,
         theta,
         alpha,
         sample_interval,
         variants,
         workloads,
+        system_paths,
     })
 }
 
@@ -154,8 +169,12 @@ fn fraction(src: &Source, value: Option<&Spanned<f64>>, key: &str, default: f64)
     }
 }
 
-/// A variant and the span of its name.
-fn resolve_variant<'a>(src: &Source, mut table: Table<'a>, defaults: &Table<'a>) -> Result<(VariantConfig, Span)> {
+/// A variant, the span of its name and of its `fs`.
+fn resolve_variant<'a>(
+    src: &Source,
+    mut table: Table<'a>,
+    defaults: &Table<'a>,
+) -> Result<(VariantConfig, Span, Span)> {
     let header = table.span.clone();
     table.inherit(defaults);
     let image_table = table.split_off(&fs::image_keys());
@@ -246,7 +265,7 @@ fn resolve_variant<'a>(src: &Source, mut table: Table<'a>, defaults: &Table<'a>)
             return Err(src.err(fs_value.span(), key, msg));
         }
     }
-    Ok((VariantConfig { name: name_text, testbed: config }, name.span()))
+    Ok((VariantConfig { name: name_text, testbed: config }, name.span(), fs_value.span()))
 }
 
 /// The image keys split off a variant: only on image kinds, each only on

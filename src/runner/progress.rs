@@ -109,9 +109,10 @@ impl Observer for Console {
             bar.inc(1);
         }
         if record.status != Some(RunStatus::Ok) {
+            // 1-based, as the progress lines and the dry run count runs.
             self.line(&format!(
                 "run {} ({} / {}) failed: {}",
-                record.seq,
+                record.seq + 1,
                 record.variant,
                 record.workload,
                 record.error.as_deref().unwrap_or("unknown error")

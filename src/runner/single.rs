@@ -58,6 +58,7 @@ fn measure(
         .with_context(|| format!("provisioning variant `{}`", variant.name))?;
     record.mount = bed.mount_facts.clone();
     record.geometry = bed.geometry();
+    record.notes.extend(bed.notes.iter().cloned());
     let timeout = config.timeout.unwrap_or(DEFAULT_TIMEOUT);
     let ctx = |deadline: Instant| {
         RunContext::new(bed.root(), exp.cache_dir()).with_cgroup(bed.cgroup_procs()).with_deadline(Some(deadline))
@@ -76,6 +77,12 @@ fn measure(
         result
     });
     let cleaned = workload.cleanup(&ctx(Instant::now() + timeout)).context("workload cleanup");
+    // Before teardown frees the image: a full host disk reaches the
+    // workload as I/O errors, so say what really happened.
+    let measured = match (measured, bed.host_full()) {
+        (Err(e), Some(full)) => Err(e.context(full)),
+        (measured, _) => measured,
+    };
     let torn_down = bed.teardown();
     record.metrics = measured?;
     record.metrics.extend(bed.metrics.iter().cloned());

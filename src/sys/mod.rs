@@ -4,6 +4,7 @@
 pub mod blockdev;
 pub mod caches;
 pub mod exec;
+pub mod identity;
 pub mod marker;
 pub mod modules;
 pub mod signals;

@@ -1,19 +1,24 @@
 //! Testbeds: image file → loop device → mkfs → mount → throttle → queue
 //! settings, and the teardown that undoes all of it.
 //!
-//! Everything a testbed creates is named `fslab-tb-<pid>-<n>` (its
+//! Everything a testbed creates is named `fslab-tb-<pid>-s<start>-<n>` (its
 //! directory under the work directory, the image inside it, the mount point,
-//! the cgroup), so [`cleanup`] can find what a killed fslab left behind and
-//! tell from the pid whether its owner is still alive.
+//! the cgroup), and its directory carries a marker file with the owner's
+//! identity ([`crate::sys::marker`]), so [`cleanup`] can find what a killed
+//! fslab left behind, tell whether its owner is still alive, and never
+//! delete a directory fslab did not make.
 
 pub mod cgroup;
 pub mod cleanup;
 pub mod config;
+pub mod device_optin;
 pub mod filesystem;
 pub mod image;
 pub mod loopdev;
 pub mod mount;
+pub mod space;
 pub mod tuning;
+pub mod workdirs;
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -24,21 +29,21 @@ use crate::metric::Metric;
 use crate::record::MountFacts;
 use crate::sys::blockdev::{self, DevNum};
 use crate::sys::exec::run_tool;
-use crate::sys::marker::unique_name;
+use crate::sys::marker::create_marked_dir;
 pub use config::{ImageOptions, TestbedConfig, Throttle};
+pub use device_optin::DeviceOptIn;
 pub use filesystem::{FsKind, Medium};
+pub use workdirs::DEFAULT_WORKDIR;
 
-/// A block device the user explicitly handed over with `--device PATH --destroy-data`.
-#[derive(Clone, Debug)]
-pub struct DeviceOptIn {
-    pub path: PathBuf,
-}
+/// Where a `dir:` testbed's workload runs, inside its fslab-owned directory.
+const DIR_ROOT: &str = "work";
 
 /// A provisioned, mounted filesystem. Dropping it tears it down; call
 /// [`Testbed::teardown`] to see teardown errors.
 #[derive(Debug)]
 pub struct Testbed {
-    /// `<workdir>/fslab-tb-<pid>-<n>`: holds image, mount point and marker.
+    /// `<workdir>/fslab-tb-<pid>-s<start>-<n>` (for `dir:PATH`, inside
+    /// PATH): holds image, mount point and marker file.
     pub dir: PathBuf,
     pub mountpoint: PathBuf,
     /// The filesystem kind (its description: `kind.fs()`).
@@ -59,6 +64,9 @@ pub struct Testbed {
     /// Metrics of provisioning itself (read-only images: `image_build_s`,
     /// `image_size_mb`, `image_ratio`), stored with the run's metrics.
     pub metrics: Vec<Metric>,
+    /// What the run's record should say about the testbed (a `dir:`
+    /// testbed's filesystem is not fresh).
+    pub notes: Vec<String>,
     loop_attached: bool,
     mounted: bool,
     owns_dir: bool,
@@ -87,13 +95,12 @@ impl Testbed {
         device: Option<&DeviceOptIn>,
         populate: Option<Populate<'_>>,
     ) -> Result<Testbed> {
-        if let FsKind::Dir(dir) = &config.fs {
-            return Ok(Testbed::unbuilt(dir.clone(), dir.clone(), config.fs.clone(), false));
+        if let FsKind::Dir(parent) = &config.fs {
+            return Testbed::provision_dir(parent, config);
         }
         fs::create_dir_all(workdir).with_context(|| format!("creating work directory {}", workdir.display()))?;
-        let name = unique_name();
-        let dir = workdir.join(&name);
-        fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        workdirs::record(workdir);
+        let (dir, name) = create_marked_dir(workdir)?;
         let mountpoint = dir.join("mnt");
         let mut bed = Testbed::unbuilt(dir, mountpoint, config.fs.clone(), true);
         let built = if config.fs.is_read_only_image() {
@@ -112,6 +119,27 @@ impl Testbed {
         }
     }
 
+    /// `dir:PATH`: nothing is formatted or mounted, but every run gets a
+    /// fresh, empty fslab-owned directory inside PATH (with a marker file,
+    /// removed at teardown), so one run's files never meet the next's.
+    fn provision_dir(parent: &Path, config: &TestbedConfig) -> Result<Testbed> {
+        workdirs::record(parent);
+        let (dir, _) = create_marked_dir(parent)?;
+        let root = dir.join(DIR_ROOT);
+        let mut bed = Testbed::unbuilt(dir, root, config.fs.clone(), true);
+        if let Err(e) = fs::create_dir(&bed.mountpoint) {
+            let _ = bed.teardown();
+            return Err(e).with_context(|| format!("creating {}", bed.mountpoint.display()));
+        }
+        bed.notes.push(format!(
+            "{}: ran in a fresh empty directory {} (removed after the run) on the existing filesystem, \
+             which is not re-created between runs",
+            config.fs,
+            bed.mountpoint.display()
+        ));
+        Ok(bed)
+    }
+
     /// A testbed with nothing created yet; `owns_dir` says whether teardown
     /// may delete `dir`.
     fn unbuilt(dir: PathBuf, mountpoint: PathBuf, kind: FsKind, owns_dir: bool) -> Testbed {
@@ -127,6 +155,7 @@ impl Testbed {
             queue: Vec::new(),
             staging: None,
             metrics: Vec::new(),
+            notes: Vec::new(),
             loop_attached: false,
             mounted: false,
             owns_dir,
@@ -143,7 +172,11 @@ impl Testbed {
             return self.read_back(&config.mount);
         }
         let dev = match device {
-            Some(opt_in) => opt_in.path.clone(),
+            Some(opt_in) => {
+                // Again right before mkfs: it may have been mounted since fslab started.
+                opt_in.check()?;
+                opt_in.path.clone()
+            }
             None => {
                 let image = self.dir.join(format!("{name}.img"));
                 let file = fs::File::create(&image).with_context(|| format!("creating {}", image.display()))?;
@@ -257,6 +290,16 @@ impl Testbed {
         verified
     }
 
+    /// Why the run failed, when the host filesystem holding the image (or
+    /// the `dir:` directory) is full: a full host disk reaches a workload
+    /// as I/O errors from the loop device. Call before teardown frees it.
+    pub fn host_full(&self) -> Option<String> {
+        if self.image.is_none() && !matches!(self.kind, FsKind::Dir(_)) {
+            return None;
+        }
+        space::full(&self.dir)
+    }
+
     /// The directory workloads work in.
     pub fn root(&self) -> &Path {
         &self.mountpoint
@@ -302,7 +345,11 @@ impl Testbed {
             }
         }
         if self.owns_dir && !self.mounted && !self.loop_attached {
-            if let Err(e) = fs::remove_dir_all(&self.dir) {
+            // Never delete through a mount (a workload may have mounted something inside).
+            let inside = cleanup::mounted_under(&self.dir);
+            if !inside.is_empty() {
+                errors.push(format!("not removing {}: {} is mounted inside it", self.dir.display(), inside.join(", ")));
+            } else if let Err(e) = fs::remove_dir_all(&self.dir) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     errors.push(format!("removing {}: {e}", self.dir.display()));
                 }

@@ -18,9 +18,8 @@ use std::fs::{self, File, OpenOptions};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread::sleep;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -31,7 +30,6 @@ use super::protocol::{self, Ready, Reply, Request, Response, SessionInfo, READY_
 use super::spawn::{kill_group, spawn_contained};
 use super::{console, hidden_in_guest, kvm, tools, Accel, VmConfig, TCG_WARNING};
 use crate::kernel::KernelArtifacts;
-use crate::sys::marker::MARKER;
 use crate::sys::signals::cancelled;
 use crate::testbed::cgroup;
 
@@ -44,8 +42,6 @@ const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
 /// The directories vng makes copy-on-write in the guest, so programs can
 /// write to them (into guest memory) while the host's root stays read-only.
 const OVERLAYS: &[&str] = &["/etc", "/lib", "/home", "/opt", "/srv", "/usr", "/var", "/tmp"];
-
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 /// What went wrong with a VM. Every failure but [`Failure::Handler`]
 /// (the guest answered with an error) ends the session.
@@ -172,13 +168,6 @@ pub struct VmSession {
     alive: bool,
 }
 
-/// `fslab-tb-<pid>-vm<n>-<nanos>`: unique on this host, and `fslab cleanup`
-/// reads the owner's pid from it.
-fn unique_name() -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    format!("{MARKER}{}-vm{}-{nanos:x}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst))
-}
-
 /// Paths handed to virtme-ng end up in QEMU option lists (`file=…,`) and on
 /// the kernel command line, where commas, spaces and quotes have meanings
 /// of their own (virtme-ng itself rejects most of them for directories).
@@ -226,9 +215,7 @@ impl VmSession {
         }
 
         fs::create_dir_all(workdir).with_context(|| format!("creating work directory {workdir_str}"))?;
-        let name = unique_name();
-        let dir = workdir.join(&name);
-        fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let (dir, name) = crate::sys::marker::create_marked_dir(workdir)?;
         let exchange = dir.join("exchange");
         let mut session = VmSession {
             name: name.clone(),

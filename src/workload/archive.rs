@@ -27,7 +27,6 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -35,6 +34,8 @@ use sha2::{Digest, Sha256};
 
 use super::content::{ContentReader, Style};
 use super::listing::{EntryKind, Listing};
+use crate::sys::marker::unique_name;
+use crate::sys::signals::check_cancelled;
 
 /// Bumped whenever the archive bytes for a given (listing, spec) change, so
 /// cached archives from older fslab versions are not reused.
@@ -87,9 +88,9 @@ pub fn ensure_archive(listing: &Listing, spec: &ArchiveSpec, cache_dir: &Path) -
 
     // Unique per process and call, so concurrent builders (threads or
     // processes) never share a temp file; the last rename wins, and all of
-    // them wrote the same bytes.
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let tmp = cache_dir.join(format!(".{name}.tmp.{}.{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    // them wrote the same bytes. The marker name lets `fslab cleanup` remove
+    // the temp file of a killed fslab.
+    let tmp = cache_dir.join(format!(".{name}.{}.tmp", unique_name()));
     let result = (|| -> Result<()> {
         let file = OpenOptions::new()
             .write(true)
@@ -157,6 +158,8 @@ pub fn write_archive<W: Write>(listing: &Listing, spec: &ArchiveSpec, out: W) ->
     spec.validate()?;
     let mut builder = tar::Builder::new(out);
     for e in &listing.entries {
+        // A large archive takes a while: stay responsive to Ctrl-C.
+        check_cancelled()?;
         let mut h = tar::Header::new_gnu();
         h.set_mode(e.mode & 0o7777);
         h.set_uid(0);

@@ -43,7 +43,6 @@ use std::fs;
 use std::ops::Range;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -180,14 +179,9 @@ impl Coldstart {
         if !path.is_dir() {
             fs::create_dir_all(cache_dir).with_context(|| format!("creating {}", cache_dir.display()))?;
             // Built under a unique temporary name and renamed, so a crash or a
-            // concurrent builder never leaves a half tree under the final name.
-            static COUNTER: AtomicU64 = AtomicU64::new(0);
-            let tmp = cache_dir.join(format!(
-                ".{}.tmp.{}.{}",
-                self.tree_name(),
-                std::process::id(),
-                COUNTER.fetch_add(1, Ordering::Relaxed)
-            ));
+            // concurrent builder never leaves a half tree under the final name;
+            // the marker name lets `fslab cleanup` remove a killed fslab's.
+            let tmp = cache_dir.join(format!(".{}.{}.tmp", self.tree_name(), crate::sys::marker::unique_name()));
             let built = self.write_tree(&tmp);
             let renamed = built.and_then(|()| match fs::rename(&tmp, &path) {
                 Ok(()) => Ok(()),
@@ -207,6 +201,7 @@ impl Coldstart {
     fn write_tree(&self, root: &Path) -> Result<()> {
         fs::create_dir(root).with_context(|| format!("creating {}", root.display()))?;
         for file in self.manifest() {
+            crate::sys::signals::check_cancelled()?;
             let path = root.join(&file.path);
             if let Some(parent) = path.parent() {
                 fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
@@ -449,6 +444,10 @@ impl Workload for Coldstart {
 
     fn prepare_inputs(&mut self, cache_dir: &Path) -> Result<()> {
         self.ensure_tree(cache_dir).map(drop)
+    }
+
+    fn footprint(&self) -> Option<u64> {
+        Some(self.manifest().iter().map(|f| f.size).sum())
     }
 
     fn populate(&mut self, dir: &Path) -> Result<()> {

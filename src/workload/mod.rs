@@ -205,6 +205,13 @@ pub trait Workload: Send {
         Ok(())
     }
 
+    /// About how many bytes one run writes into the testbed, when known
+    /// (after [`prepare_inputs`](Self::prepare_inputs)): the runner checks
+    /// the work directory's free space against it before the first run.
+    fn footprint(&self) -> Option<u64> {
+        None
+    }
+
     /// Per-run unmeasured preparation inside the mounted testbed.
     /// Runs before caches are dropped for cold runs.
     fn prepare(&mut self, _ctx: &RunContext) -> Result<()> {
@@ -255,8 +262,12 @@ pub mod check {
     use crate::keys::Source;
     use crate::units::Seconds;
 
-    /// A sweep list (`concurrency`, `users`, `readers`): non-empty, each
-    /// level in 1..=max, no repeats.
+    /// Most levels a sweep list may have (each level is a measured part of
+    /// every run, so the list is bounded as repetitions are).
+    pub const MAX_LEVELS: usize = 64;
+
+    /// A sweep list (`concurrency`, `users`, `readers`): non-empty, at most
+    /// [`MAX_LEVELS`] long, each level in 1..=max, no repeats.
     pub fn levels(
         src: &Source,
         value: Option<&Spanned<Vec<i64>>>,
@@ -268,6 +279,10 @@ pub mod check {
         let Some(list) = value else { return Ok(default.to_vec()) };
         if list.get_ref().is_empty() {
             return Err(src.err(list.span(), key, format!("needs at least one level, e.g. {example}")));
+        }
+        if list.get_ref().len() > MAX_LEVELS {
+            let msg = format!("has {} levels; at most {MAX_LEVELS}", list.get_ref().len());
+            return Err(src.err(list.span(), key, msg));
         }
         let mut out: Vec<u32> = Vec::new();
         for &level in list.get_ref() {

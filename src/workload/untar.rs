@@ -154,6 +154,11 @@ impl Workload for Untar {
         Ok(())
     }
 
+    fn footprint(&self) -> Option<u64> {
+        // The extracted tree is about as large as the archive.
+        std::fs::metadata(self.archive.as_ref()?).ok().map(|m| m.len())
+    }
+
     fn warm_inputs(&mut self) -> Result<()> {
         // Read the archive once so the cold run measures the testbed, not the host disk.
         let path = self.archive.as_ref().context("untar inputs were not prepared")?;

@@ -15,6 +15,7 @@ mod lifecycle;
 mod pipes;
 mod report;
 mod rofs;
+mod safety;
 mod spec;
 mod testbed;
 mod vm;
