@@ -140,6 +140,17 @@ pub fn split(good: &VariantConfig, bad: &VariantConfig) -> Result<Vec<Change>> {
             good.name, good.testbed.fs, bad.name, bad.testbed.fs
         );
     }
+    if good.kernel != bad.kernel || good.vm != bad.vm {
+        let place = |v: &VariantConfig| v.kernel.as_ref().map_or("the host".to_string(), |k| k.release.clone());
+        bail!(
+            "variants `{}` ({}) and `{}` ({}) run on different kernels or VMs; bisect-options only splits testbed \
+             settings (bisect kernels by commit with `fslab bisect-commits`)",
+            good.name,
+            place(good),
+            bad.name,
+            place(bad)
+        );
+    }
     let mut out = Vec::new();
     let single = |m: Vec<(String, String)>| m.into_iter().map(|(k, t)| (k, vec![t])).collect::<Vec<_>>();
     out.extend(keyed_changes(
@@ -242,7 +253,7 @@ mod tests {
     fn variant(name: &str) -> VariantConfig {
         let mut testbed = TestbedConfig::new(FsKind::Ext4);
         testbed.size = Bytes(256 << 20);
-        VariantConfig { name: name.into(), testbed }
+        VariantConfig { name: name.into(), testbed, kernel: None, vm: None }
     }
 
     fn strings(v: &[&str]) -> Vec<String> {

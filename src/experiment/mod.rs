@@ -3,6 +3,7 @@
 //! [`load`] turns a TOML file into an [`Experiment`] whose every value has
 //! been checked; errors name the file, line, column and key.
 
+pub mod place;
 pub mod plan;
 mod quick;
 pub mod spec;
@@ -15,6 +16,7 @@ use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use place::{BootPolicy, KernelSpec, VmSpec};
 pub use plan::{plan_rounds, PlannedRun};
 pub use quick::make_quick;
 pub use spec::{CachePolicy, Repetitions, RunOrder};
@@ -64,6 +66,12 @@ pub struct VariantConfig {
     pub name: String,
     #[serde(flatten)]
     pub testbed: TestbedConfig,
+    /// The kernel its runs boot in a VM; None: they run on the host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<KernelSpec>,
+    /// How that VM is sized and run (set exactly when `kernel` is).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vm: Option<VmSpec>,
 }
 
 /// A workload with its kind-specific parameters checked.

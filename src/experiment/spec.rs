@@ -122,6 +122,10 @@ pub struct VariantKeys {
     pub scheduler: Option<Spanned<String>>,
     /// Filesystem sysfs tunables by name (ext4 `mb_max_to_scan`, …).
     pub sysfs: Option<Spanned<BTreeMap<String, toml::Value>>>,
+    /// The kernel to boot in a VM for this variant's runs (none: the host).
+    pub kernel: Option<Spanned<toml::Value>>,
+    /// How that VM is sized and run.
+    pub vm: Option<Spanned<super::place::VmKeys>>,
 }
 
 /// Cache state at the start of the measured part.

@@ -265,7 +265,8 @@ fn resolve_variant<'a>(
             return Err(src.err(fs_value.span(), key, msg));
         }
     }
-    Ok((VariantConfig { name: name_text, testbed: config }, name.span(), fs_value.span()))
+    let (kernel, vm) = super::place::resolve(src, keys.kernel.as_ref(), keys.vm.as_ref(), &kind)?;
+    Ok((VariantConfig { name: name_text, testbed: config, kernel, vm }, name.span(), fs_value.span()))
 }
 
 /// The image keys split off a variant: only on image kinds, each only on

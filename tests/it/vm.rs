@@ -189,7 +189,7 @@ fn a_kernel_that_cannot_mount_its_root_fails_with_the_console_tail() {
     let text = err.to_string();
     assert!(text.contains("the guest kernel panicked"), "{text}");
     assert!(vm_err.console_tail.contains("Unable to mount root fs"), "{text}");
-    assert!(vm_err.session.starts_with(&format!("fslab-tb-{}-vm", std::process::id())), "{vm_err:?}");
+    assert!(vm_err.session.starts_with(&format!("fslab-tb-{}-s", std::process::id())), "{vm_err:?}");
     assert_eq!(vm_leftovers(&vm_err.session, work.path()), Vec::<String>::new());
 }
 
@@ -302,7 +302,7 @@ fn start_probe(deb: &Path, work: &Path) -> Child {
 
 /// Wait until `child`'s VM has reached `stage`: QEMU started, or the agent ready.
 fn wait_for(child: &mut Child, work: &Path, ready: bool) -> String {
-    let needle = format!("fslab-tb-{}-vm", child.id());
+    let needle = format!("fslab-tb-{}-s", child.id());
     let deadline = Instant::now() + Duration::from_secs(300);
     while Instant::now() < deadline {
         let qemu = vm::leftovers::vm_processes().iter().any(|p| {
