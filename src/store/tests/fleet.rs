@@ -149,6 +149,12 @@ fn shards_join_one_campaign_experiment() {
 /// Environment of a [`writer_child`] process.
 const CHILD_DB: &str = "FSLAB_TEST_WRITER_DB";
 const CHILD_SHARD: &str = "FSLAB_TEST_WRITER_SHARD";
+/// Unix time in milliseconds at which all writers start, so they overlap.
+const CHILD_START: &str = "FSLAB_TEST_WRITER_START";
+
+fn now_ms() -> u128 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis()
+}
 /// Runs in the concurrent campaign, and samples per run.
 const CONCURRENT_RUNS: usize = 24;
 
@@ -170,7 +176,10 @@ fn concurrent_run(seq: usize) -> RunRecord {
 fn writer_child() {
     let (Ok(db), Ok(shard)) = (std::env::var(CHILD_DB), std::env::var(CHILD_SHARD)) else { return };
     let shard: Shard = shard.parse().unwrap();
+    let start: u128 = std::env::var(CHILD_START).unwrap().parse().unwrap();
     let mut store = Store::open(&StoreLocation::parse(&db)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(u64::try_from(start.saturating_sub(now_ms())).unwrap()));
+    let began = now_ms();
     let id = store.join_campaign(&new_exp("race", "h"), "race-1", shard, Some(&machine("racer"))).unwrap();
     store.set_run_context(RunContext { machine: Some(machine("racer")), shard: None });
     let mine: Vec<usize> = (0..CONCURRENT_RUNS).filter(|s| s % shard.count == shard.index - 1).collect();
@@ -179,10 +188,12 @@ fn writer_child() {
         store.record_run(id, &concurrent_run(*seq)).unwrap_or_else(|e| panic!("seq {seq}: {e:#}"));
     }
     store.finish_shard(id, shard.index, "complete").unwrap();
+    println!("writer window {began} {}", now_ms());
 }
 
 fn concurrent_writers(db: &TestDb) {
     let exe = std::env::current_exe().unwrap();
+    let start = now_ms() + 1500;
     let children: Vec<_> = (1..=4)
         .map(|k| {
             Command::new(&exe)
@@ -192,15 +203,34 @@ fn concurrent_writers(db: &TestDb) {
                     StoreLocation::Postgres(u) => u.clone(),
                 })
                 .env(CHILD_SHARD, format!("{k}/4"))
-                .output()
+                .env(CHILD_START, start.to_string())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
                 .unwrap()
         })
         .collect();
-    for (k, out) in children.iter().enumerate() {
+    // All four run at once; collect them only now.
+    let outputs: Vec<_> = children.into_iter().map(|c| c.wait_with_output().unwrap()).collect();
+    for (k, out) in outputs.iter().enumerate() {
         let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "writer {} failed on {}:\n{text}", k + 1, db.backend);
         assert!(text.contains("1 passed"), "writer {} ran nothing:\n{text}", k + 1);
     }
+    // The writers really ran at the same time (else this tests nothing).
+    let windows: Vec<(u128, u128)> = outputs
+        .iter()
+        .map(|o| {
+            let text = String::from_utf8_lossy(&o.stdout);
+            let line = text.lines().find_map(|l| l.split("writer window ").nth(1)).expect("window line").to_string();
+            let (a, b) = line.split_once(' ').unwrap();
+            (a.parse().unwrap(), b.parse().unwrap())
+        })
+        .collect();
+    let latest_start = windows.iter().map(|w| w.0).max().unwrap();
+    let earliest_end = windows.iter().map(|w| w.1).min().unwrap();
+    eprintln!("{}: writer windows {windows:?}", db.backend);
+    assert!(latest_start < earliest_end, "writers did not overlap: {windows:?}");
     let store = db.open();
     let list = store.list_experiments().unwrap();
     assert_eq!(list.len(), 1, "one campaign, one experiment: {list:?}");
