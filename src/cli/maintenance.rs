@@ -9,8 +9,9 @@ use clap::Args;
 use super::DbArg;
 use fslab::experiment::DEFAULT_WORKDIR;
 use fslab::report::exporter;
-use fslab::store::Store;
+use fslab::store::{ExperimentMeta, ExperimentSummary};
 use fslab::testbed::cleanup::cleanup as cleanup_stale;
+use serde::Serialize;
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
@@ -29,7 +30,7 @@ pub struct ExportArgs {
 
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
     let exporter = exporter(&args.format)?;
-    let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let store = args.db.open_existing()?;
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     let text = exporter.export(&store, id)?;
     match args.output {
@@ -43,10 +44,31 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
 pub struct ListArgs {
     #[command(flatten)]
     db: DbArg,
+    /// Print the list as JSON (with each experiment's uuid, campaign and tags).
+    #[arg(long)]
+    json: bool,
+}
+
+/// One experiment of `fslab list --json`.
+#[derive(Serialize)]
+struct ListEntry {
+    #[serde(flatten)]
+    summary: ExperimentSummary,
+    #[serde(flatten)]
+    meta: ExperimentMeta,
 }
 
 pub fn list(args: ListArgs) -> Result<ExitCode> {
-    let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let store = args.db.open_existing()?;
+    if args.json {
+        let entries = store
+            .list_experiments()?
+            .into_iter()
+            .map(|summary| Ok(ListEntry { meta: store.experiment_meta(summary.id)?, summary }))
+            .collect::<Result<Vec<_>>>()?;
+        println!("{}", serde_json::to_string_pretty(&entries)?);
+        return Ok(ExitCode::SUCCESS);
+    }
     for e in store.list_experiments()? {
         println!(
             "{:>4}  {}  {:<11}  {:>3} ok {:>3} failed  {}",

@@ -10,7 +10,6 @@ use clap::{Args, ValueEnum};
 use super::DbArg;
 use fslab::report::data::ReportData;
 use fslab::report::{html, markdown};
-use fslab::store::Store;
 
 /// Output format of `fslab report`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -43,7 +42,7 @@ pub struct ReportArgs {
 }
 
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
-    let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let store = args.db.open_existing()?;
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     let data = ReportData::load(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0))?;
     let (text, default_out) = match args.format {

@@ -94,9 +94,12 @@ impl CampaignStatus {
         let done = self.shards.iter().filter(|s| s.state == "complete").count();
         let mut line = format!("campaign {}: {done}/{} shards complete", self.campaign, self.shard_count);
         let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(", ");
-        for (what, v) in
-            [("missing", &self.missing), ("running", &self.running), ("silent", &self.stale), ("stopped", &self.unfinished)]
-        {
+        for (what, v) in [
+            ("missing", &self.missing),
+            ("running", &self.running),
+            ("silent", &self.stale),
+            ("stopped", &self.unfinished),
+        ] {
             if !v.is_empty() {
                 line.push_str(&format!("; {what} {}", list(v)));
             }
@@ -305,7 +308,13 @@ impl Store {
                         "UPDATE shards SET state = 'running', hostname = ?1, machine_id = ?2, heartbeat_at = ?3,
                                            finished_at = NULL
                          WHERE experiment_id = ?4 AND shard_index = ?5",
-                        &[Value::from(hostname), Value::from(machine_id), Value::from(now), Value::Int(id), int(shard.index)?],
+                        &[
+                            Value::from(hostname),
+                            Value::from(machine_id),
+                            Value::from(now),
+                            Value::Int(id),
+                            int(shard.index)?,
+                        ],
                     )?;
                 }
             }
@@ -322,7 +331,9 @@ impl Store {
     pub fn find_campaign(&self, campaign: &str) -> Result<Option<i64>> {
         let loc = self.location();
         self.read(|q| {
-            q.query_opt("SELECT id FROM experiments WHERE campaign = ?1", params![campaign])?.map(|r| r.get(0)).transpose()
+            q.query_opt("SELECT id FROM experiments WHERE campaign = ?1", params![campaign])?
+                .map(|r| r.get(0))
+                .transpose()
         })
         .with_context(|| format!("cannot search campaigns in {loc}"))
     }
@@ -365,7 +376,8 @@ impl Store {
     pub fn campaign_status(&self, experiment_id: i64) -> Result<Option<CampaignStatus>> {
         let loc = self.location();
         self.snapshot(|q| {
-            let r = q.query_opt("SELECT campaign, shard_count FROM experiments WHERE id = ?1", params![experiment_id])?;
+            let r =
+                q.query_opt("SELECT campaign, shard_count FROM experiments WHERE id = ?1", params![experiment_id])?;
             let Some(r) = r else { bail!("no experiment {experiment_id} in {loc}") };
             let (Some(campaign), Some(count)) = (r.get::<Option<String>, _>(0)?, r.get::<Option<usize>, _>(1)?) else {
                 return Ok(None);

@@ -61,7 +61,8 @@ pub fn insert_all<T: Serialize>(
     let mut rows = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
         let cols = to_columns(item)?;
-        let names: Vec<String> = fixed.iter().map(|s| s.to_string()).chain(cols.iter().map(|(k, _)| k.clone())).collect();
+        let names: Vec<String> =
+            fixed.iter().map(|s| s.to_string()).chain(cols.iter().map(|(k, _)| k.clone())).collect();
         match &columns {
             None => columns = Some(names),
             Some(c) if *c != names => bail!("{table}: item {i} serialises to different columns"),
@@ -197,7 +198,11 @@ pub mod testing {
                 serde_json::Value::Number(_) => vec![serde_json::json!(n as u64)],
                 serde_json::Value::String(_) => vec![serde_json::json!(format!("{k}-{n}"))],
                 // An option: try the shapes a stored field can have.
-                _ => vec![serde_json::json!(format!("{k}-{n}")), serde_json::json!(n as u64), serde_json::json!(n + 0.25)],
+                _ => vec![
+                    serde_json::json!(format!("{k}-{n}")),
+                    serde_json::json!(n as u64),
+                    serde_json::json!(n + 0.25),
+                ],
             };
             let mut chosen = None;
             for c in candidates {

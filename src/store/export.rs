@@ -96,7 +96,10 @@ pub fn to_json(store: &Store, experiment_id: i64) -> Result<String> {
             .variants
             .iter()
             .map(|v| {
-                Ok(JsonConfigured { row: v, config: parse(&format!("config of variant {:?}", v.name), &v.config_json)? })
+                Ok(JsonConfigured {
+                    row: v,
+                    config: parse(&format!("config of variant {:?}", v.name), &v.config_json)?,
+                })
             })
             .collect::<Result<_>>()?,
         workloads: e
@@ -113,12 +116,7 @@ pub fn to_json(store: &Store, experiment_id: i64) -> Result<String> {
     let runs = runs
         .iter()
         .zip(&metas)
-        .map(|(run, m)| JsonRun {
-            run,
-            uuid: &m.uuid,
-            shard: m.shard,
-            machine: m.machine.as_ref().map(|s| &s.machine),
-        })
+        .map(|(run, m)| JsonRun { run, uuid: &m.uuid, shard: m.shard, machine: m.machine.as_ref().map(|s| &s.machine) })
         .collect();
     serde_json::to_string_pretty(&JsonExport { experiment, runs })
         .with_context(|| format!("cannot serialise experiment {experiment_id} from {loc} as JSON"))

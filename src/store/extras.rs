@@ -95,30 +95,30 @@ mod tests {
     #[test]
     fn extras_round_trip_in_order_and_go_with_their_run() {
         for db in crate::store::tests::test_dbs("extras") {
-        let mut store = db.open();
-        let e = store.create_experiment(&exp()).unwrap();
-        let run = RunRecord {
-            status: Some(RunStatus::Ok),
-            blocktrace: Some(serde_json::json!({"enabled": false, "reason": "no tracefs"})),
-            fs_snapshots: vec![(EXTRA_FS_BEFORE.into(), serde_json::json!({"fstype": "ext4"}))],
-            notes: vec!["fs_after: boom".into()],
-            ..RunRecord::default()
-        };
-        let id = store.record_run(e, &run).unwrap();
-        let got = store.run_extras(id).unwrap();
-        let kinds: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(kinds, ["blocktrace", "fs_before", "notes"]);
-        assert_eq!(got[0].1["reason"], "no tracefs");
-        assert_eq!(got[2].1, serde_json::json!(["fs_after: boom"]));
+            let mut store = db.open();
+            let e = store.create_experiment(&exp()).unwrap();
+            let run = RunRecord {
+                status: Some(RunStatus::Ok),
+                blocktrace: Some(serde_json::json!({"enabled": false, "reason": "no tracefs"})),
+                fs_snapshots: vec![(EXTRA_FS_BEFORE.into(), serde_json::json!({"fstype": "ext4"}))],
+                notes: vec!["fs_after: boom".into()],
+                ..RunRecord::default()
+            };
+            let id = store.record_run(e, &run).unwrap();
+            let got = store.run_extras(id).unwrap();
+            let kinds: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(kinds, ["blocktrace", "fs_before", "notes"]);
+            assert_eq!(got[0].1["reason"], "no tracefs");
+            assert_eq!(got[2].1, serde_json::json!(["fs_after: boom"]));
 
-        // Replacing a failed run replaces its extras too.
-        let failed = RunRecord { seq: 1, status: Some(RunStatus::Failed), ..run.clone() };
-        let f1 = store.record_run(e, &failed).unwrap();
-        let retry = RunRecord { seq: 1, status: Some(RunStatus::Ok), notes: vec![], ..RunRecord::default() };
-        let f2 = store.record_run(e, &retry).unwrap();
-        assert!(store.run_extras(f1).unwrap().is_empty());
-        assert!(store.run_extras(f2).unwrap().is_empty());
-        assert_eq!(store.run_extras(id).unwrap().len(), 3);
+            // Replacing a failed run replaces its extras too.
+            let failed = RunRecord { seq: 1, status: Some(RunStatus::Failed), ..run.clone() };
+            let f1 = store.record_run(e, &failed).unwrap();
+            let retry = RunRecord { seq: 1, status: Some(RunStatus::Ok), notes: vec![], ..RunRecord::default() };
+            let f2 = store.record_run(e, &retry).unwrap();
+            assert!(store.run_extras(f1).unwrap().is_empty());
+            assert!(store.run_extras(f2).unwrap().is_empty());
+            assert_eq!(store.run_extras(id).unwrap().len(), 3);
         }
     }
 }

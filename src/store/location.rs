@@ -77,7 +77,8 @@ pub fn redact(url: &str) -> String {
         out.push('/');
         out.push_str(p);
     }
-    let kept: Vec<&str> = query.into_iter().flat_map(|q| q.split('&')).filter(|p| !p.starts_with("password=")).collect();
+    let kept: Vec<&str> =
+        query.into_iter().flat_map(|q| q.split('&')).filter(|p| !p.starts_with("password=")).collect();
     if !kept.is_empty() {
         out.push('?');
         out.push_str(&kept.join("&"));

@@ -212,7 +212,11 @@ fn check_same(q: &mut dyn Sql, id: i64, src: &SourceExperiment) -> Result<()> {
         );
     }
     if dst.shard_count != src.row.shard_count {
-        bail!("conflict: {whose} has {:?} shards in the target and {:?} in the source", dst.shard_count, src.row.shard_count);
+        bail!(
+            "conflict: {whose} has {:?} shards in the target and {:?} in the source",
+            dst.shard_count,
+            src.row.shard_count
+        );
     }
     let same_rows = |a: &[(String, String)], b: &[(String, String)]| a == b;
     let names = |v: &[super::VariantRow]| v.iter().map(|v| (v.name.clone(), v.config_json.clone())).collect::<Vec<_>>();

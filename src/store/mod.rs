@@ -70,8 +70,9 @@ pub struct Store {
 enum Backend {
     Sqlite(Connection),
     /// Behind a `RefCell` because the `postgres` client needs `&mut` even
-    /// to read, and the store's readers take `&self`.
-    Postgres(RefCell<Pg>),
+    /// to read, and the store's readers take `&self`; boxed because it is
+    /// much larger than an SQLite connection.
+    Postgres(Box<RefCell<Pg>>),
 }
 
 /// Who records runs, attached to every run [`Store::record_run`] writes:
@@ -289,7 +290,7 @@ impl Store {
                     .with_context(|| format!("cannot open store database {name}"))?;
                 Backend::Sqlite(conn)
             }
-            StoreLocation::Postgres(url) => Backend::Postgres(RefCell::new(Pg::connect(url)?)),
+            StoreLocation::Postgres(url) => Backend::Postgres(Box::new(RefCell::new(Pg::connect(url)?))),
         };
         let mut store = Store { backend, location: Some(loc.clone()), context: RunContext::default() };
         store.init(target, create)?;
@@ -466,8 +467,9 @@ impl Store {
 /// Exponential backoff with jitter, so racing writers spread out.
 fn backoff(attempt: u32) -> Duration {
     let base = 5u64 << attempt.min(7);
-    let jitter = u64::from(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos())
-        % base.max(1);
+    let jitter = u64::from(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos(),
+    ) % base.max(1);
     Duration::from_millis(base + jitter)
 }
 

@@ -8,7 +8,9 @@ use super::columns::from_row;
 use super::runs::{load_monitor, run_row, RunRow};
 use super::sql::{params, Sql};
 use super::write::ExperimentDb;
-use super::{ExperimentMeta, ExperimentRow, ExperimentSummary, MetricSeries, Store, StoredRun, VariantRow, WorkloadRow};
+use super::{
+    ExperimentMeta, ExperimentRow, ExperimentSummary, MetricSeries, Store, StoredRun, VariantRow, WorkloadRow,
+};
 use crate::metric::Metric;
 use crate::monitor::{DiskTotals, MonitorData};
 
@@ -93,8 +95,10 @@ impl Store {
 
     /// The experiment with this uuid, if stored here.
     pub fn experiment_by_uuid(&self, uuid: &str) -> Result<Option<i64>> {
-        self.read(|q| q.query_opt("SELECT id FROM experiments WHERE uuid = ?1", params![uuid])?.map(|r| r.get(0)).transpose())
-            .with_context(|| format!("cannot query experiments in {}", self.location()))
+        self.read(|q| {
+            q.query_opt("SELECT id FROM experiments WHERE uuid = ?1", params![uuid])?.map(|r| r.get(0)).transpose()
+        })
+        .with_context(|| format!("cannot query experiments in {}", self.location()))
     }
 
     /// All experiments, oldest first, with their ok/failed run counts.
@@ -239,7 +243,14 @@ impl Store {
                     {
                         s.values.push(value)
                     }
-                    _ => out.push(MetricSeries { workload, metric, unit, higher_is_better, variant, values: vec![value] }),
+                    _ => out.push(MetricSeries {
+                        workload,
+                        metric,
+                        unit,
+                        higher_is_better,
+                        variant,
+                        values: vec![value],
+                    }),
                 }
             }
             Ok(out)

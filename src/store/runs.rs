@@ -287,8 +287,10 @@ pub(super) fn load_monitor(q: &mut dyn Sql, row: &RunRow) -> Result<Option<Monit
         return Ok(None);
     }
     let id = row.id;
-    let disk_totals =
-        q.query_opt("SELECT * FROM disk_totals WHERE run_id = ?1", params![id])?.map(|r| from_row::<DiskTotals>(&r)).transpose()?;
+    let disk_totals = q
+        .query_opt("SELECT * FROM disk_totals WHERE run_id = ?1", params![id])?
+        .map(|r| from_row::<DiskTotals>(&r))
+        .transpose()?;
     let disk = q
         .query("SELECT * FROM iostat_samples WHERE run_id = ?1 ORDER BY idx", params![id])?
         .iter()
@@ -355,6 +357,7 @@ impl Store {
     /// One run whole, in the shape the runner hands to [`Store::record_run`].
     pub fn run_record(&self, run_id: i64) -> Result<RunRecord> {
         let loc = self.location();
-        self.snapshot(|q| load_run(q, run_id)?.to_record()).with_context(|| format!("cannot read run {run_id} from {loc}"))
+        self.snapshot(|q| load_run(q, run_id)?.to_record())
+            .with_context(|| format!("cannot read run {run_id} from {loc}"))
     }
 }

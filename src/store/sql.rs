@@ -287,7 +287,7 @@ impl Sql for Lite<'_> {
 
     fn query(&mut self, sql: &str, params: &[Value]) -> Result<Vec<Row>> {
         let mut stmt = self.0.prepare_cached(sql)?;
-        let names: Rc<[String]> = stmt.column_names().into_iter().map(str::to_string).collect();
+        let names: Rc<[String]> = stmt.column_names().map(str::to_string).collect();
         let width = names.len();
         let mut rows = stmt.query(rusqlite::params_from_iter(params))?;
         let mut out = Vec::new();

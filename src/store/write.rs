@@ -126,7 +126,12 @@ impl Store {
         }
         let finished_at = (status != "running").then(now_rfc3339);
         let changed = self
-            .write(|q| q.execute("UPDATE experiments SET status = ?1, finished_at = ?2 WHERE id = ?3", params![status, finished_at.clone(), id]))
+            .write(|q| {
+                q.execute(
+                    "UPDATE experiments SET status = ?1, finished_at = ?2 WHERE id = ?3",
+                    params![status, finished_at.clone(), id],
+                )
+            })
             .with_context(|| format!("cannot set status of experiment {id} in {loc}"))?;
         if changed == 0 {
             bail!("no experiment {id} in {loc}");

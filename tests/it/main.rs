@@ -14,5 +14,6 @@ mod lifecycle;
 mod report;
 mod rofs;
 mod spec;
+mod store_cli;
 mod testbed;
 mod workloads;

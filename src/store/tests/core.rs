@@ -296,7 +296,10 @@ fn older_schema_is_upgraded() {
             v3.write(|q| {
                 let run: i64 = q.query_one("SELECT max(id) FROM runs", &[])?.get(0)?;
                 q.execute("UPDATE runs SET has_monitor = 1, monitor_interval_s = 1.0 WHERE id = ?1", params![run])?;
-                q.execute("INSERT INTO cpu_samples (run_id, idx, t_s, user_pct) VALUES (?1, 0, 1.0, 50.0)", params![run])
+                q.execute(
+                    "INSERT INTO cpu_samples (run_id, idx, t_s, user_pct) VALUES (?1, 0, 1.0, 50.0)",
+                    params![run],
+                )
             })
             .unwrap();
         }
@@ -386,7 +389,10 @@ fn open_existing_creates_nothing() {
         assert!(e.contains("not an fslab store"), "{e}");
         // An unreachable server is named, without the password.
         let e = err_text(Store::open("postgres://u:secret@127.0.0.1:1/x").err().unwrap());
-        assert!(e.contains("cannot connect to PostgreSQL at postgres://u:***@127.0.0.1:1/x") && !e.contains("secret"), "{e}");
+        assert!(
+            e.contains("cannot connect to PostgreSQL at postgres://u:***@127.0.0.1:1/x") && !e.contains("secret"),
+            "{e}"
+        );
     }
 }
 
@@ -397,7 +403,9 @@ fn fresh_postgres_database_migrates_once_under_concurrency() {
     let handles: Vec<_> = (0..4)
         .map(|_| {
             let loc = db.location.clone();
-            std::thread::spawn(move || Store::open(&loc).map(|s| s.schema_version().unwrap()).map_err(|e| format!("{e:#}")))
+            std::thread::spawn(move || {
+                Store::open(&loc).map(|s| s.schema_version().unwrap()).map_err(|e| format!("{e:#}"))
+            })
         })
         .collect();
     for h in handles {

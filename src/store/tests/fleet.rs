@@ -55,7 +55,9 @@ fn runs_carry_their_machine() {
         let (m1, m2) = (machine("box1"), machine("box2"));
         let m1_new_kernel = Machine { kernel_release: "6.9.0".into(), ..m1.clone() };
         store.set_run_context(RunContext { machine: Some(m1.clone()), shard: None });
-        let r0 = store.record_run(e, &run(0, 0, "zeta", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 1.0)])).unwrap();
+        let r0 = store
+            .record_run(e, &run(0, 0, "zeta", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 1.0)]))
+            .unwrap();
         store.record_run(e, &run(1, 0, "alpha", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 2.0)])).unwrap();
         let ctx2 = RunContext { machine: Some(m2.clone()), shard: None };
         store
@@ -101,7 +103,10 @@ fn shards_join_one_campaign_experiment() {
         assert_eq!(count(&a, "experiments"), 1);
         let meta = a.experiment_meta(id).unwrap();
         assert_eq!((meta.campaign.as_deref(), meta.shard_count), (Some("c1"), Some(3)));
-        assert!(meta.tags.contains(&("hostname".into(), "h1".into())) && meta.tags.contains(&("hostname".into(), "h2".into())));
+        assert!(
+            meta.tags.contains(&("hostname".into(), "h1".into()))
+                && meta.tags.contains(&("hostname".into(), "h2".into()))
+        );
         // Not a campaign for resume purposes.
         assert_eq!(a.find_unfinished("fleet", "spec1").unwrap(), None);
 
@@ -198,10 +203,13 @@ fn concurrent_writers(db: &TestDb) {
         .map(|k| {
             Command::new(&exe)
                 .args(["--exact", "store::tests::fleet::writer_child", "--ignored", "--nocapture", "--test-threads=1"])
-                .env(CHILD_DB, match &db.location {
-                    StoreLocation::Sqlite(p) => p.display().to_string(),
-                    StoreLocation::Postgres(u) => u.clone(),
-                })
+                .env(
+                    CHILD_DB,
+                    match &db.location {
+                        StoreLocation::Sqlite(p) => p.display().to_string(),
+                        StoreLocation::Postgres(u) => u.clone(),
+                    },
+                )
                 .env(CHILD_SHARD, format!("{k}/4"))
                 .env(CHILD_START, start.to_string())
                 .stdout(std::process::Stdio::piped())

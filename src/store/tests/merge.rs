@@ -121,8 +121,11 @@ fn shards_recorded_apart_merge_into_one_experiment() {
             let id = s.join_campaign(&new, "nightly-7", shard, Some(&m)).unwrap();
             s.set_run_context(RunContext { machine: Some(m), shard: Some(shard) });
             for seq in (k..9).step_by(3) {
-                s.record_run(id, &run(seq, seq / 3, "zeta", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 1.0)]))
-                    .unwrap();
+                s.record_run(
+                    id,
+                    &run(seq, seq / 3, "zeta", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 1.0)]),
+                )
+                .unwrap();
             }
             s.set_experiment_status(id, "complete").unwrap();
             // Each file alone: a campaign with two shards missing.

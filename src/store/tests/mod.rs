@@ -62,7 +62,8 @@ static COUNTER: AtomicUsize = AtomicUsize::new(0);
 
 fn unique(tag: &str) -> String {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let clean: String = tag.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    let clean: String =
+        tag.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
     format!("fslab_t_{clean}_{}_{n}", std::process::id())
 }
 

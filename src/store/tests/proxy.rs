@@ -81,8 +81,11 @@ fn cut_all(conns: &Mutex<Vec<TcpStream>>) {
     }
 }
 
+/// The byte budget and the connections to cut when it runs out.
+type Budget = (Arc<AtomicUsize>, Arc<Mutex<Vec<TcpStream>>>);
+
 /// Copies `from` to `to`; the client→server direction spends the budget.
-fn pump(mut from: TcpStream, mut to: TcpStream, budget: Option<(Arc<AtomicUsize>, Arc<Mutex<Vec<TcpStream>>>)>) {
+fn pump(mut from: TcpStream, mut to: TcpStream, budget: Option<Budget>) {
     let mut buf = [0u8; 4096];
     loop {
         let n = match from.read(&mut buf) {
@@ -129,10 +132,8 @@ fn server_gone_mid_write_fails_that_write_and_recovers() {
         postgres::config::Host::Tcp(h) => h.clone(),
         other => panic!("FSLAB_TEST_POSTGRES must use TCP for this test, not {other:?}"),
     };
-    let upstream = std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), config.get_ports()[0]))
-        .unwrap()
-        .next()
-        .unwrap();
+    let upstream =
+        std::net::ToSocketAddrs::to_socket_addrs(&(host.as_str(), config.get_ports()[0])).unwrap().next().unwrap();
     let relay = Relay::start(upstream);
     let user = config.get_user().unwrap_or("postgres");
     let dbname = config.get_dbname().unwrap_or("postgres");

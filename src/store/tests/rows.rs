@@ -16,7 +16,12 @@ use crate::inspect::machine::Machine;
 
 /// Inserts `value` into `table` (after `fixed`) and reads it back (each
 /// table holds one row in this test).
-fn round_trip<T: Serialize, Back: DeserializeOwned>(store: &mut Store, table: &str, fixed: &[(&str, Value)], value: &T) -> Back {
+fn round_trip<T: Serialize, Back: DeserializeOwned>(
+    store: &mut Store,
+    table: &str,
+    fixed: &[(&str, Value)],
+    value: &T,
+) -> Back {
     store.write(|q| insert_one(q, table, fixed, value, None)).unwrap_or_else(|e| panic!("insert into {table}: {e:#}"));
     let row = store
         .read(|q| q.query_one(&format!("SELECT * FROM {table}"), &[]))
@@ -109,8 +114,9 @@ fn nan_is_stored_as_null_and_read_back_as_nan() {
         let id = store.record_run(e, &r).unwrap();
         assert!(store.runs(e).unwrap()[0].wall_s.is_nan());
         assert!(store.samples(id).unwrap().disk[0].r_await.is_nan());
-        let nulls: i64 =
-            store.read(|q| q.query_one("SELECT count(*) FROM iostat_samples WHERE r_await IS NULL", &[])?.get(0)).unwrap();
+        let nulls: i64 = store
+            .read(|q| q.query_one("SELECT count(*) FROM iostat_samples WHERE r_await IS NULL", &[])?.get(0))
+            .unwrap();
         assert_eq!(nulls, 1);
         // And the same run recorded again is recognised as the same (NaN = NaN here).
         assert_eq!(store.record_run(e, &r).unwrap(), id);
