@@ -661,3 +661,27 @@ fn json_export_parses_back_with_expected_keys() {
         assert!(e.contains("no experiment"), "{e}");
     }
 }
+
+#[test]
+fn tls_when_the_url_asks_for_it() {
+    let Some(db) = pg_db("tls") else { return };
+    let Ok(ca) = std::env::var("FSLAB_TEST_POSTGRES_CA") else {
+        crate::testsupport::skip("the TLS test needs FSLAB_TEST_POSTGRES_CA (./scripts/test makes a CA)");
+        return;
+    };
+    let StoreLocation::Postgres(plain) = &db.location else { unreachable!() };
+    let encrypted = |store: &Store| -> i64 {
+        store
+            .read(|q| q.query_one("SELECT ssl::int FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])?.get(0))
+            .unwrap()
+    };
+    assert_eq!(encrypted(&db.open()), 0, "no sslmode: no TLS");
+    let tls = StoreLocation::Postgres(format!("{plain}&sslmode=require&sslrootcert={ca}"));
+    let mut store = Store::open(&tls).unwrap_or_else(|e| panic!("{e:#}"));
+    assert_eq!(encrypted(&store), 1);
+    let e = store.create_experiment(&new_exp("tls", "h")).unwrap();
+    store.record_run(e, &full_run(0)).unwrap();
+    // The server's certificate is verified: without its CA it is refused.
+    let e = err_text(Store::open(&StoreLocation::Postgres(format!("{plain}&sslmode=verify-full"))).err().unwrap());
+    assert!(e.contains("cannot connect") && e.to_lowercase().contains("certificate"), "{e}");
+}

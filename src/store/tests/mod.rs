@@ -6,6 +6,7 @@
 //! `options=-csearch_path=…`), dropped when the test ends, so tests run in
 //! parallel against one server without seeing each other.
 
+mod bench;
 mod core;
 mod fleet;
 mod merge;
