@@ -282,6 +282,7 @@ impl Store {
                     insert_experiment(q, &row, &new.variants, &new.workloads)?
                 }
             };
+            super::lock_experiment(q, id)?;
             let now = now_rfc3339();
             let machine_id = machine.map(|m| machine_id(q, m)).transpose()?;
             let existing = q.query_opt(
@@ -357,6 +358,7 @@ impl Store {
         self.write(|q| {
             let count = shard_count(q, experiment_id)?
                 .with_context(|| format!("experiment {experiment_id} is not a campaign"))?;
+            super::lock_experiment(q, experiment_id)?;
             let now = now_rfc3339();
             let finished = (state != "running").then(|| now.clone());
             let n = q.execute(

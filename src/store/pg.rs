@@ -196,14 +196,25 @@ fn pg_error(e: postgres::Error) -> anyhow::Error {
     anyhow::Error::new(e).context(text)
 }
 
-fn sqlstate(err: &anyhow::Error) -> Option<SqlState> {
-    err.chain().find_map(|c| c.downcast_ref::<postgres::Error>()).and_then(|e| e.code().cloned())
-}
+/// Unique keys concurrent writers race on; losing on one of them means
+/// "someone else wrote it first", and the retry sees their row. (A
+/// violation of any other unique key is a real error: no retry.)
+const RACE_KEYS: &[&str] = &[
+    "runs_experiment_id_seq_key",
+    "machines_fingerprint_key",
+    "experiments_campaign",
+    "shards_pkey",
+];
 
-/// Whether `err` is a serialization failure or deadlock: the transaction
-/// lost a race and may simply run again.
+/// Whether `err` means the transaction lost a race (a unique key of
+/// [`RACE_KEYS`], a serialization failure, a deadlock) and may simply run again.
 pub fn is_retryable(err: &anyhow::Error) -> bool {
-    matches!(sqlstate(err), Some(s) if s == SqlState::T_R_SERIALIZATION_FAILURE || s == SqlState::T_R_DEADLOCK_DETECTED)
+    let Some(e) = err.chain().find_map(|c| c.downcast_ref::<postgres::Error>()) else { return false };
+    let Some(db) = e.as_db_error() else { return false };
+    let code = db.code();
+    *code == SqlState::T_R_SERIALIZATION_FAILURE
+        || *code == SqlState::T_R_DEADLOCK_DETECTED
+        || (*code == SqlState::UNIQUE_VIOLATION && db.constraint().is_some_and(|c| RACE_KEYS.contains(&c)))
 }
 
 /// Whether `err` means the connection is gone (server stopped, network cut).

@@ -179,6 +179,7 @@ impl Store {
 /// Re-derives a campaign experiment's status (after a merge).
 pub(super) fn refresh_campaign(q: &mut dyn Sql, experiment_id: i64) -> Result<()> {
     if let Some(count) = shard_count(q, experiment_id)? {
+        super::lock_experiment(q, experiment_id)?;
         update_campaign_status(q, experiment_id, count)?;
     }
     Ok(())
