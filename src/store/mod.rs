@@ -299,9 +299,7 @@ impl Store {
                 conn.set_prepared_statement_cache_capacity(64);
                 schema::migrate_sqlite(conn, &loc, target, create)
             }
-            Backend::Postgres(_) => {
-                self.write(|q| schema::migrate_postgres(q, &loc, target, create))
-            }
+            Backend::Postgres(_) => self.write(|q| schema::migrate_postgres(q, &loc, target, create)),
         }
     }
 

@@ -199,12 +199,8 @@ fn pg_error(e: postgres::Error) -> anyhow::Error {
 /// Unique keys concurrent writers race on; losing on one of them means
 /// "someone else wrote it first", and the retry sees their row. (A
 /// violation of any other unique key is a real error: no retry.)
-const RACE_KEYS: &[&str] = &[
-    "runs_experiment_id_seq_key",
-    "machines_fingerprint_key",
-    "experiments_campaign",
-    "shards_pkey",
-];
+const RACE_KEYS: &[&str] =
+    &["runs_experiment_id_seq_key", "machines_fingerprint_key", "experiments_campaign", "shards_pkey"];
 
 /// Whether `err` means the transaction lost a race (a unique key of
 /// [`RACE_KEYS`], a serialization failure, a deadlock) and may simply run again.
