@@ -2,7 +2,7 @@
 
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 
 use super::{chosen, formats, DbArg};
@@ -33,7 +33,7 @@ pub struct CompareArgs {
 }
 
 pub fn compare(args: CompareArgs) -> Result<ExitCode> {
-    let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let store = args.db.open_existing()?;
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     let format = chosen(args.format, args.json);
     print_comparison(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0), format)?;

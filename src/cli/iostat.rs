@@ -16,7 +16,6 @@ use fslab::iostatlog::{self, FirstReport, IostatLog, SummaryOptions};
 use fslab::output;
 use fslab::report::json::pretty;
 use fslab::report::{render_plain, Format};
-use fslab::store::export::csv_field;
 
 /// `fslab iostat …`
 #[derive(Args, Debug)]
@@ -302,4 +301,13 @@ fn record(args: RecordArgs) -> Result<ExitCode> {
     out.flush()?;
     eprintln!("recorded {n} interval reports of {} to {}", args.device, args.output.display());
     Ok(ExitCode::SUCCESS)
+}
+
+/// Quote a CSV field when it needs it (replaced by iostatlog::rows on the inspect merge).
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.contains([',', '"', '\n', '\r']) {
+        std::borrow::Cow::Owned(format!("\"{}\"", s.replace('"', "\"\"")))
+    } else {
+        std::borrow::Cow::Borrowed(s)
+    }
 }

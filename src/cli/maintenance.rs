@@ -9,9 +9,10 @@ use clap::Args;
 use super::{chosen, formats, DbArg};
 use fslab::output;
 use fslab::report::Format;
-use fslab::store::Store;
+use fslab::store::{ExperimentMeta, ExperimentSummary};
 use fslab::testbed::cleanup::cleanup as cleanup_stale;
 use fslab::testbed::workdirs;
+use serde::Serialize;
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
@@ -29,7 +30,7 @@ pub struct ExportArgs {
 }
 
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
-    let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let store = args.db.open_existing()?;
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     let text = args.format.exporter().runs(&store, id)?;
     match args.output {
@@ -43,7 +44,7 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
 pub struct ListArgs {
     #[command(flatten)]
     db: DbArg,
-    /// Output format: one line per experiment, or JSON.
+    /// Output format: one line per experiment, or JSON (with each experiment's uuid, campaign and tags).
     #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
     format: Format,
     /// Same as `--format json`.
@@ -51,14 +52,32 @@ pub struct ListArgs {
     json: bool,
 }
 
+/// One experiment of `fslab list --format json`.
+#[derive(Serialize)]
+struct ListEntry {
+    #[serde(flatten)]
+    summary: ExperimentSummary,
+    #[serde(flatten)]
+    meta: ExperimentMeta,
+}
+
 pub fn list(args: ListArgs) -> Result<ExitCode> {
-    let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let store = args.db.open_existing()?;
     let mut list = store.list_experiments()?;
     // A `running` experiment whose fslab is gone (killed, rebooted) was interrupted.
     for e in list.iter_mut().filter(|e| e.status == "running") {
         if let Ok(row) = store.experiment(e.id) {
             e.status = fslab::runner::owner::effective_status(&store, e.id, &row.status, &row.environment_json);
         }
+    }
+    let format = chosen(args.format, args.json);
+    if format == Format::Json {
+        let entries = list
+            .into_iter()
+            .map(|summary| Ok(ListEntry { meta: store.experiment_meta(summary.id)?, summary }))
+            .collect::<Result<Vec<_>>>()?;
+        output::print(&(serde_json::to_string_pretty(&entries)? + "\n"))?;
+        return Ok(ExitCode::SUCCESS);
     }
     output::print(&chosen(args.format, args.json).exporter().experiments(&list)?)?;
     Ok(ExitCode::SUCCESS)

@@ -11,7 +11,6 @@ use super::{formats, DbArg};
 use fslab::output;
 use fslab::report::data::ReportData;
 use fslab::report::Format;
-use fslab::store::Store;
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
@@ -35,7 +34,7 @@ pub struct ReportArgs {
 }
 
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
-    let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let store = args.db.open_existing()?;
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     let data = ReportData::load(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0))?;
     let text = args.format.exporter().report(&data)?;

@@ -16,6 +16,7 @@ pub mod environment;
 pub mod facts;
 pub mod kconfig;
 pub mod kconfig_notes;
+pub mod machine;
 pub mod rules;
 pub mod version;
 

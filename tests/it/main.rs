@@ -17,6 +17,7 @@ mod report;
 mod rofs;
 mod safety;
 mod spec;
+mod store_cli;
 mod testbed;
 mod vm;
 mod workloads;
