@@ -28,6 +28,7 @@ pub mod report;
 pub mod runner;
 pub mod stats;
 pub mod store;
+pub mod sys;
 pub mod testbed;
 #[doc(hidden)]
 pub mod testsupport;
