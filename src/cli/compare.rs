@@ -21,7 +21,7 @@ pub struct CompareArgs {
     #[arg(long)]
     baseline: Option<String>,
     /// Equivalence band in percent (default: the experiment's, usually 2).
-    #[arg(long, value_name = "PCT")]
+    #[arg(long, value_name = "PCT", value_parser = theta_percent)]
     theta: Option<f64>,
     /// Print the rows as JSON.
     #[arg(long)]
@@ -33,6 +33,16 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     print_comparison(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0), args.json)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--theta PCT`: a band of more than 0 and less than 100 percent (the
+/// experiment file's `theta` is the same as a fraction).
+pub(crate) fn theta_percent(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(p) if p > 0.0 && p < 100.0 => Ok(p),
+        Ok(_) => Err(format!("`{text}` is not a band: give a percentage above 0 and below 100 (e.g. 2 for ±2%)")),
+        Err(_) => Err(format!("`{text}` is not a number: give a percentage such as 2 for ±2%")),
+    }
 }
 
 /// Print the comparison table (or JSON rows) of experiment `id`.

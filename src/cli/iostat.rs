@@ -92,7 +92,11 @@ impl SummaryArgs {
         if let Some(i) = self.interval {
             anyhow::ensure!(i.is_finite() && i > 0.0, "--interval must be a positive number of seconds");
         }
-        anyhow::ensure!(self.util_threshold.is_finite(), "--util-threshold must be a number");
+        anyhow::ensure!(
+            (0.0..=100.0).contains(&self.util_threshold),
+            "--util-threshold {}: %util is a percentage, give 0 to 100",
+            self.util_threshold
+        );
         Ok(SummaryOptions {
             util_threshold: self.util_threshold,
             window_s: self.window,

@@ -9,7 +9,8 @@ use anyhow::{bail, Context, Result};
 
 use super::model::{Ext4Facts, Facts, FactsMode, FsFacts, QueueFacts};
 use super::parse::{
-    merge_options, parse_btrfs_df, parse_dumpe2fs, parse_mount_options, parse_scheduler, parse_xfs_info, preempt_model,
+    count_itable_unzeroed, merge_options, parse_btrfs_df, parse_dumpe2fs, parse_ext4_superblock, parse_mount_options,
+    parse_scheduler, parse_xfs_info, preempt_model,
 };
 use crate::inspect::cmd;
 use crate::inspect::environment;
@@ -48,8 +49,11 @@ impl Facts {
         }
         if let Some(t) = fs {
             let t = t.trim();
-            if t.is_empty() || !t.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '_') {
-                bail!("--fs: `{t}` is not a filesystem type");
+            if !is_filesystem_type(t) {
+                bail!(
+                    "--fs: `{t}` is not a Linux filesystem type (known: {}; or any type in /proc/filesystems)",
+                    KNOWN_FS_TYPES.join(", ")
+                );
             }
             facts.fs_mut().fstype = t.to_string();
         }
@@ -118,6 +122,23 @@ impl Facts {
     }
 }
 
+/// Filesystem types as the kernel names them (`/proc/filesystems`, the
+/// `-t` of mount), for checking `--fs` offline: the other machine's kernel
+/// may have types this one lacks, so this one's list alone is not enough.
+pub const KNOWN_FS_TYPES: &[&str] = &[
+    "ext2", "ext3", "ext4", "xfs", "btrfs", "f2fs", "bcachefs", "squashfs", "erofs", "cramfs", "romfs", "vfat",
+    "msdos", "exfat", "ntfs", "ntfs3", "hfs", "hfsplus", "iso9660", "udf", "jfs", "reiserfs", "nilfs2", "ocfs2",
+    "gfs2", "ubifs", "jffs2", "zfs", "tmpfs", "ramfs", "overlay", "fuse", "fuseblk", "nfs", "nfs4", "cifs", "smb3",
+    "ceph", "9p", "virtiofs",
+];
+
+/// A known type, or one this machine's kernel lists in `/proc/filesystems`.
+fn is_filesystem_type(t: &str) -> bool {
+    KNOWN_FS_TYPES.contains(&t)
+        || std::fs::read_to_string("/proc/filesystems")
+            .is_ok_and(|list| list.lines().filter_map(|l| l.split_whitespace().last()).any(|name| name == t))
+}
+
 fn read_trimmed(path: &str) -> Option<String> {
     std::fs::read_to_string(path).ok().map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
 }
@@ -165,7 +186,32 @@ fn read_queue(disk: &str) -> QueueFacts {
         nr_requests: num("nr_requests"),
         write_cache: read("write_cache"),
         wbt_lat_usec: num("wbt_lat_usec"),
+        mmc_type: disk
+            .starts_with("mmcblk")
+            .then(|| std::fs::read_to_string(format!("/sys/block/{disk}/device/type")).ok())
+            .flatten()
+            .map(|t| t.trim().to_string()),
     }
+}
+
+/// Groups of the ext4 filesystem on `device` whose inode tables are not
+/// yet zeroed, from the group descriptors. The device is read through the
+/// page cache it shares with the mounted filesystem, so the flags are the
+/// kernel's current ones, not just what reached the disk.
+fn ext4_itable_unzeroed(device: &Path) -> Result<u64, String> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(device).map_err(|e| format!("opening {}: {e}", device.display()))?;
+    let mut sb = vec![0u8; 1024];
+    f.read_exact_at(&mut sb, 1024).map_err(|e| format!("reading the superblock of {}: {e}", device.display()))?;
+    let table = parse_ext4_superblock(&sb)?;
+    // 2^32 groups of 1 KiB descriptors would be absurd; 64 MiB covers 1 M groups of 64 bytes.
+    if table.len_bytes() > 64 << 20 {
+        return Err(format!("{} block groups: descriptors not read", table.groups));
+    }
+    let mut descriptors = vec![0u8; table.len_bytes()];
+    f.read_exact_at(&mut descriptors, table.offset)
+        .map_err(|e| format!("reading the group descriptors of {}: {e}", device.display()))?;
+    Ok(count_itable_unzeroed(&table, &descriptors))
 }
 
 fn gather_fs(path: &Path, notes: &mut Vec<String>) -> Result<(FsFacts, Option<QueueFacts>)> {
@@ -178,6 +224,11 @@ fn gather_fs(path: &Path, notes: &mut Vec<String>) -> Result<(FsFacts, Option<Qu
         mount_point: Some(m.mountpoint.clone()),
         fstype: m.fstype.clone(),
         source: Some(m.source.clone()),
+        // statvfs of the path; ext4 replaces it with blocks × block size below.
+        size_bytes: nix::sys::statvfs::statvfs(&canon)
+            .ok()
+            .and_then(|v| v.blocks().checked_mul(v.fragment_size()))
+            .filter(|&b| b > 0),
         ..Default::default()
     };
     let mut options = BTreeMap::new();
@@ -213,8 +264,15 @@ fn gather_fs(path: &Path, notes: &mut Vec<String>) -> Result<(FsFacts, Option<Qu
                 ext4.block_groups = g.block_groups;
                 ext4.block_size = g.block_size;
                 ext4.block_count = g.block_count;
+                if let (Some(c), Some(b)) = (g.block_count, g.block_size) {
+                    fs.size_bytes = c.checked_mul(b);
+                }
             }
             Err(e) => notes.push(format!("ext4 geometry: {e:#}")),
+        }
+        match ext4_itable_unzeroed(Path::new(&m.source)) {
+            Ok(n) => ext4.itable_unzeroed_groups = Some(n),
+            Err(e) => notes.push(format!("ext4 inode-table state: {e}")),
         }
         fs.ext4 = Some(ext4);
     } else if fs.fstype == "xfs" {
@@ -269,6 +327,9 @@ mod tests {
 
         let e = Facts::offline(None, Some("banana"), None, None).unwrap_err().to_string();
         assert!(e.starts_with("--kernel-release:"), "{e}");
+        let e = Facts::offline(None, None, None, Some("nonsensefs")).unwrap_err().to_string();
+        assert!(e.starts_with("--fs: `nonsensefs` is not a Linux filesystem type (known: ext2, ext3, ext4"), "{e}");
+        assert!(Facts::offline(None, None, None, Some("f2fs")).is_ok());
         let e = Facts::offline(None, None, Some("rw,,x"), None).unwrap_err().to_string();
         assert!(e.starts_with("--mount-options: option 2 is empty"), "{e}");
         std::fs::write(&cfg, "CONFIG_A=y\nnonsense\n").unwrap();
@@ -284,9 +345,16 @@ mod tests {
         }
     }
 
-    /// Make `fstype` on a sparse image, loop-mount it, gather facts for a
-    /// path inside. `None` when this machine cannot (not root, tool missing).
-    fn gather_on_loop(fstype: &str, size_mb: u64, mkfs: &[&str]) -> Option<Facts> {
+    /// A loop-mounted scratch filesystem; unmounted, then deleted, on drop.
+    struct LoopFs {
+        _guard: MountGuard,
+        mnt: PathBuf,
+        _dir: tempfile::TempDir,
+    }
+
+    /// Make `fstype` on a sparse image and loop-mount it with `options`.
+    /// `None` when this machine cannot (not root, tool missing).
+    fn loop_mount(fstype: &str, size_mb: u64, mkfs: &[&str], options: &str) -> Option<LoopFs> {
         if !crate::testsupport::root_or_skip(&format!("the loop-mount facts test for {fstype}")) {
             return None;
         }
@@ -307,16 +375,54 @@ mod tests {
         let mnt = dir.path().join("mnt");
         std::fs::create_dir(&mnt).unwrap();
         let mnt_s = mnt.to_string_lossy().to_string();
-        match cmd::run("mount", &["-o", "loop", "-t", fstype, &img_s, &mnt_s], cmd::DEFAULT_TIMEOUT) {
+        let opts = if options.is_empty() { "loop".to_string() } else { format!("loop,{options}") };
+        match cmd::run("mount", &["-o", &opts, "-t", fstype, &img_s, &mnt_s], cmd::DEFAULT_TIMEOUT) {
             Ok(o) if o.success => {}
             other => {
                 crate::testsupport::skip(&format!("cannot loop-mount {fstype} here ({other:?})"));
                 return None;
             }
         }
-        let _guard = MountGuard(mnt.clone());
-        std::fs::create_dir(mnt.join("sub")).unwrap();
-        Some(Facts::gather(Some(&mnt.join("sub"))).unwrap())
+        Some(LoopFs { _guard: MountGuard(mnt.clone()), mnt, _dir: dir })
+    }
+
+    /// Loop-mount a fresh filesystem and gather facts for a path inside.
+    fn gather_on_loop(fstype: &str, size_mb: u64, mkfs: &[&str]) -> Option<Facts> {
+        let fs = loop_mount(fstype, size_mb, mkfs, "")?;
+        std::fs::create_dir(fs.mnt.join("sub")).unwrap();
+        Some(Facts::gather(Some(&fs.mnt.join("sub"))).unwrap())
+    }
+
+    /// The ext4lazyinit thread runs for two reasons; the doctor must tell
+    /// them apart. A lazily made filesystem, mounted with a long wait
+    /// between groups (`init_itable=1000`), keeps the thread zeroing inode
+    /// tables; a second filesystem made with lazy_itable_init=0 is mounted
+    /// meanwhile. Only the first may get the [HIGH] finding; the second gets
+    /// the low bitmap-prefetch note.
+    #[test]
+    fn lazyinit_is_flagged_only_where_inode_tables_are_zeroed() {
+        let lazy = ["mkfs.ext4", "-q", "-F", "-E", "nodiscard,lazy_itable_init=1"];
+        let Some(a) = loop_mount("ext4", 2048, &lazy, "init_itable=1000") else { return };
+        let eager = ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"];
+        let Some(b) = loop_mount("ext4", 1024, &eager, "") else { return };
+        let rules = crate::inspect::builtin_rules().unwrap();
+        let ids = |f: &Facts| -> Vec<String> {
+            crate::inspect::doctor(f, &rules).findings.into_iter().map(|x| x.id).collect()
+        };
+
+        let fa = Facts::gather(Some(&a.mnt)).unwrap();
+        assert_eq!(fa.ext4_lazyinit_running, Some(true), "{:#?}", fa);
+        let unzeroed = fa.fs.as_ref().unwrap().ext4.as_ref().unwrap().itable_unzeroed_groups;
+        assert!(unzeroed.is_some_and(|n| n > 0 && n <= 16), "{fa:#?}");
+        assert!(ids(&fa).contains(&"ext4-lazyinit-running".to_string()), "{:?}", ids(&fa));
+
+        let fb = Facts::gather(Some(&b.mnt)).unwrap();
+        assert_eq!(fb.ext4_lazyinit_running, Some(true), "a's zeroing keeps the thread alive");
+        assert_eq!(fb.fs.as_ref().unwrap().ext4.as_ref().unwrap().itable_unzeroed_groups, Some(0), "{fb:#?}");
+        let found = ids(&fb);
+        assert!(!found.contains(&"ext4-lazyinit-running".to_string()), "{found:?}");
+        assert!(found.contains(&"ext4-lazyinit-bitmap-prefetch".to_string()), "{found:?}");
+        assert!(fb.summary_lines().iter().any(|l| l.contains("inode tables all zeroed")), "{:?}", fb.summary_lines());
     }
 
     #[test]

@@ -68,6 +68,12 @@ pub struct Ext4Facts {
     /// `optimize_scan` as the kernel reports it in
     /// `/proc/fs/ext4/<dev>/mb_structs_summary` (live only).
     pub mb_optimize_scan_reported: Option<bool>,
+    /// Block groups whose inode table is not yet zeroed (`ITABLE_ZEROED`
+    /// clear in the group descriptor): what lazy init still has to write.
+    /// Read from the device's descriptors (live only; filesystems with
+    /// group-descriptor checksums, without `meta_bg`).
+    #[serde(default)]
+    pub itable_unzeroed_groups: Option<u64>,
 }
 
 /// XFS geometry.
@@ -103,6 +109,10 @@ pub struct FsFacts {
     /// mountinfo, plus `/proc/fs/ext4/<dev>/options` (which lists defaults
     /// too). Flags map to `""`. `None` when unknown.
     pub mount_options: Option<BTreeMap<String, String>>,
+    /// Size of the filesystem in bytes (live: blocks × block size;
+    /// offline: `--fs-size`).
+    #[serde(default)]
+    pub size_bytes: Option<u64>,
     pub ext4: Option<Ext4Facts>,
     pub xfs: Option<XfsFacts>,
     pub btrfs: Option<BtrfsFacts>,
@@ -124,6 +134,57 @@ pub struct QueueFacts {
     pub write_cache: Option<String>,
     /// Writeback-throttling latency target (0 = off).
     pub wbt_lat_usec: Option<u64>,
+    /// `/sys/block/mmcblkN/device/type` for MMC devices: `SD` or `MMC`.
+    #[serde(default)]
+    pub mmc_type: Option<String>,
+}
+
+/// What kind of storage the filesystem is on, as far as performance goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    /// SD card (an MMC device of type SD).
+    Sdcard,
+    /// eMMC (an MMC device of type MMC).
+    Emmc,
+    /// An MMC device of unknown type (SD card or eMMC).
+    Mmc,
+    /// Rotating disk.
+    Hdd,
+    /// Solid-state disk (SATA/SAS or NVMe).
+    Ssd,
+    /// Loop, device-mapper, RAM or network devices: the real medium is
+    /// elsewhere.
+    Other,
+}
+
+impl DeviceKind {
+    /// Kinds a user can name (`--device-kind`, `device.kind=`).
+    pub const NAMES: &'static str = "sdcard, emmc, mmc, hdd, ssd or other";
+
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeviceKind::Sdcard => "sdcard",
+            DeviceKind::Emmc => "emmc",
+            DeviceKind::Mmc => "mmc",
+            DeviceKind::Hdd => "hdd",
+            DeviceKind::Ssd => "ssd",
+            DeviceKind::Other => "other",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s.trim().to_ascii_lowercase().as_str() {
+            "sdcard" | "sd" => DeviceKind::Sdcard,
+            "emmc" => DeviceKind::Emmc,
+            "mmc" => DeviceKind::Mmc,
+            "hdd" => DeviceKind::Hdd,
+            "ssd" | "nvme" => DeviceKind::Ssd,
+            "other" => DeviceKind::Other,
+            _ => return None,
+        })
+    }
 }
 
 /// Everything the doctor knows about a system.
@@ -142,9 +203,16 @@ pub struct Facts {
     pub preempt_source: Option<String>,
     pub cpu_count: Option<usize>,
     pub mem_total_kb: Option<u64>,
-    /// Whether the `ext4lazyinit` kernel thread exists (it zeroes inode
-    /// tables in the background and disturbs benchmarks).
+    /// Whether the `ext4lazyinit` kernel thread exists. It zeroes inode
+    /// tables of filesystems made with lazy_itable_init, and since 5.13 it
+    /// also prefetches block bitmaps after every read-write mount, so its
+    /// presence alone does not say which it is doing (see
+    /// [`Ext4Facts::itable_unzeroed_groups`]).
     pub ext4_lazyinit_running: Option<bool>,
+    /// The storage kind when a user said it (`--device-kind`); otherwise
+    /// derived from the queue (see [`Facts::device_kind`]).
+    #[serde(default)]
+    pub device_kind: Option<DeviceKind>,
     pub fs: Option<FsFacts>,
     pub queue: Option<QueueFacts>,
     /// What could not be gathered, and why.
@@ -240,11 +308,14 @@ pub const FACT_KEYS: &[FactKey] = &[
     fk("fs.type", FactKind::Text, "filesystem type of the inspected path"),
     fk("fs.source", FactKind::Text, "mount source (device)"),
     fk("fs.mount_point", FactKind::Text, "mount point"),
+    fk("fs.size", FactKind::Int, "filesystem size in bytes"),
+    fk("device.kind", FactKind::Text, "storage kind: sdcard, emmc, mmc (SD or eMMC), hdd, ssd, other (loop, dm, …); given, or derived from the queue"),
     fk("mount.", FactKind::Text, "an effective mount option (flags are \"\")"),
-    fk("ext4.groups", FactKind::Int, "ext4 block-group count"),
+    fk("ext4.groups", FactKind::Int, "ext4 block-group count (read, or estimated from fs.size with mke2fs defaults)"),
     fk("ext4.block_size", FactKind::Int, "ext4 block size in bytes"),
     fk("ext4.mb_optimize_scan", FactKind::Bool, "effective mb_optimize_scan: reported by the kernel, else the mount option, else the default (on from 5.13 when groups >= 16)"),
-    fk("ext4.lazyinit_running", FactKind::Bool, "the ext4lazyinit thread is running"),
+    fk("ext4.lazyinit_running", FactKind::Bool, "the ext4lazyinit kernel thread exists (inode-table zeroing or, since 5.13, block-bitmap prefetch after a mount)"),
+    fk("ext4.itable_unzeroed_groups", FactKind::Int, "block groups whose inode table is not yet zeroed (what lazy init still has to write)"),
     fk("xfs.agcount", FactKind::Int, "XFS allocation groups"),
     fk("xfs.agsize", FactKind::Int, "XFS allocation group size in blocks"),
     fk("xfs.cpus_per_ag", FactKind::Float, "online CPUs per XFS allocation group"),
@@ -354,10 +425,13 @@ impl Facts {
             "fs.type" => known(fs.map(|f| f.fstype.clone()).filter(|t| !t.is_empty())),
             "fs.source" => known(fs.and_then(|f| f.source.clone())),
             "fs.mount_point" => known(fs.and_then(|f| f.mount_point.clone())),
-            "ext4.groups" => known(self.ext4().and_then(|e| e.block_groups)),
+            "fs.size" => known(fs.and_then(|f| f.size_bytes)),
+            "device.kind" => known(self.device_kind().map(|(k, _)| k.as_str())),
+            "ext4.groups" => known(self.ext4_block_groups().map(|(g, _)| g)),
             "ext4.block_size" => known(self.ext4().and_then(|e| e.block_size)),
             "ext4.mb_optimize_scan" => known(self.ext4_mb_optimize_scan().map(|(v, _)| v)),
             "ext4.lazyinit_running" => known(self.ext4_lazyinit_running),
+            "ext4.itable_unzeroed_groups" => known(self.ext4().and_then(|e| e.itable_unzeroed_groups)),
             "xfs.agcount" => known(self.xfs().and_then(|x| x.agcount)),
             "xfs.agsize" => known(self.xfs().and_then(|x| x.agsize_blocks)),
             "xfs.cpus_per_ag" => known(self.xfs_cpus_per_ag()),
@@ -382,6 +456,50 @@ impl Facts {
     }
     fn btrfs(&self) -> Option<&BtrfsFacts> {
         self.fs.as_ref().and_then(|f| f.btrfs.as_ref())
+    }
+
+    /// ext4 block groups and where the number comes from: read from the
+    /// filesystem, else estimated from its size the way mke2fs lays it out
+    /// by default (4 KiB blocks and 128 MiB groups from 512 MiB, 1 KiB
+    /// blocks and 8 MiB groups below), for an ext4 (or not yet named)
+    /// filesystem.
+    pub fn ext4_block_groups(&self) -> Option<(u64, &'static str)> {
+        let fs = self.fs.as_ref()?;
+        if let Some(g) = fs.ext4.as_ref().and_then(|e| e.block_groups) {
+            return Some((g, "read from the filesystem"));
+        }
+        if !(fs.fstype.is_empty() || fs.fstype == "ext4") {
+            return None;
+        }
+        let size = fs.size_bytes.filter(|&s| s > 0)?;
+        let group = if size >= 512 << 20 { 128u64 << 20 } else { 8 << 20 };
+        Some((size.div_ceil(group), "estimated from the filesystem size with mke2fs defaults"))
+    }
+
+    /// The storage kind and how it is known: as given, else from the queue
+    /// (MMC devices by their type, then the rotational flag; loop,
+    /// device-mapper, md, RAM and network block devices are `other`).
+    pub fn device_kind(&self) -> Option<(DeviceKind, &'static str)> {
+        if let Some(k) = self.device_kind {
+            return Some((k, "given"));
+        }
+        let q = self.queue.as_ref().filter(|q| !q.device.is_empty())?;
+        let d = q.device.as_str();
+        if d.starts_with("mmcblk") {
+            let kind = match q.mmc_type.as_deref() {
+                Some("SD") => DeviceKind::Sdcard,
+                Some("MMC") => DeviceKind::Emmc,
+                _ => DeviceKind::Mmc,
+            };
+            return Some((kind, "MMC block device"));
+        }
+        if ["loop", "dm-", "md", "ram", "zram", "nbd", "rbd"].iter().any(|p| d.starts_with(p)) {
+            return Some((DeviceKind::Other, "virtual block device"));
+        }
+        match q.rotational? {
+            true => Some((DeviceKind::Hdd, "queue reports rotational")),
+            false => Some((DeviceKind::Ssd, "queue reports non-rotational")),
+        }
     }
 
     /// Online CPUs per XFS allocation group.
@@ -410,7 +528,7 @@ impl Facts {
         if version < EXT4_OPTIMIZE_SCAN_SINCE {
             return Some((false, format!("kernel {version} predates mb_optimize_scan")));
         }
-        let groups = fs.ext4.as_ref()?.block_groups?;
+        let groups = self.ext4_block_groups()?.0;
         let on = groups >= EXT4_OPTIMIZE_SCAN_MIN_GROUPS;
         Some((
             on,
@@ -480,6 +598,19 @@ impl Facts {
             "fs.type" => self.fs_mut().fstype = value.trim().to_string(),
             "fs.source" => self.fs_mut().source = Some(value.to_string()),
             "fs.mount_point" => self.fs_mut().mount_point = Some(value.to_string()),
+            "fs.size" => {
+                let b = crate::units::Bytes::parse(value.trim())
+                    .map_err(|e| format!("fact {key}: `{value}` is not a size ({e})"))?;
+                if b.0 == 0 {
+                    return Err(format!("fact {key}: the size must be more than 0"));
+                }
+                self.fs_mut().size_bytes = Some(b.0);
+            }
+            "device.kind" => {
+                self.device_kind = Some(
+                    DeviceKind::parse(value).ok_or_else(|| bad(&format!("a device kind ({})", DeviceKind::NAMES)))?,
+                )
+            }
             "ext4.groups" => {
                 let v = int()?;
                 self.fs_mut().ext4.get_or_insert_with(Default::default).block_groups = Some(v);
@@ -493,6 +624,10 @@ impl Facts {
                 self.fs_mut().ext4.get_or_insert_with(Default::default).mb_optimize_scan_reported = Some(v);
             }
             "ext4.lazyinit_running" => self.ext4_lazyinit_running = Some(boolean()?),
+            "ext4.itable_unzeroed_groups" => {
+                let v = int()?;
+                self.fs_mut().ext4.get_or_insert_with(Default::default).itable_unzeroed_groups = Some(v);
+            }
             "xfs.agcount" => {
                 let v = int()?;
                 self.fs_mut().xfs.get_or_insert_with(Default::default).agcount = Some(v);

@@ -147,7 +147,89 @@ pub fn parse_dumpe2fs(text: &str) -> Ext4Facts {
         (Some(c), Some(g)) if c > first => Some((c - first).div_ceil(g)),
         _ => None,
     };
-    Ext4Facts { block_groups, block_size: field("Block size"), block_count, mb_optimize_scan_reported: None }
+    Ext4Facts { block_groups, block_size: field("Block size"), block_count, ..Default::default() }
+}
+
+/// Where an ext4 filesystem's group descriptors are, from its superblock
+/// (the 1024 bytes at offset 1024 of the device).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ext4DescriptorTable {
+    /// Byte offset of the first descriptor on the device.
+    pub offset: u64,
+    /// Bytes per descriptor (32, or `s_desc_size` with `64bit`).
+    pub desc_size: usize,
+    pub groups: u64,
+}
+
+impl Ext4DescriptorTable {
+    pub fn len_bytes(&self) -> usize {
+        self.desc_size * self.groups as usize
+    }
+}
+
+// Superblock offsets and flags (fs/ext4/ext4.h).
+const EXT4_SUPER_MAGIC: u16 = 0xEF53;
+const INCOMPAT_META_BG: u32 = 0x10;
+const INCOMPAT_64BIT: u32 = 0x80;
+const RO_COMPAT_GDT_CSUM: u32 = 0x10;
+const RO_COMPAT_METADATA_CSUM: u32 = 0x400;
+const BG_INODE_ZEROED: u16 = 0x4;
+
+fn le16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// The group-descriptor table an ext4 superblock describes, or why its
+/// `ITABLE_ZEROED` flags cannot be read: not ext4, no group-descriptor
+/// checksums (the flag is then not maintained), or `meta_bg` (descriptors
+/// spread over the disk; not worth reading for a hint).
+///
+/// Read directly rather than with `dumpe2fs`, which would read every
+/// block bitmap of the filesystem under test just to print free ranges.
+pub fn parse_ext4_superblock(sb: &[u8]) -> Result<Ext4DescriptorTable, String> {
+    if sb.len() < 1024 {
+        return Err("short superblock".into());
+    }
+    if le16(sb, 0x38) != EXT4_SUPER_MAGIC {
+        return Err("no ext2/3/4 superblock magic".into());
+    }
+    let (incompat, ro_compat) = (le32(sb, 0x60), le32(sb, 0x64));
+    if ro_compat & (RO_COMPAT_GDT_CSUM | RO_COMPAT_METADATA_CSUM) == 0 {
+        return Err("no group-descriptor checksums (uninit_bg/metadata_csum): inode tables are zeroed at mkfs".into());
+    }
+    if incompat & INCOMPAT_META_BG != 0 {
+        return Err("meta_bg layout: descriptors not read".into());
+    }
+    let log = le32(sb, 0x18);
+    if log > 6 {
+        return Err(format!("implausible block size 1024 << {log}"));
+    }
+    let block_size = 1024u64 << log;
+    let is_64 = incompat & INCOMPAT_64BIT != 0;
+    let blocks = u64::from(le32(sb, 0x04)) | if is_64 { u64::from(le32(sb, 0x150)) << 32 } else { 0 };
+    let first = u64::from(le32(sb, 0x14));
+    let per_group = u64::from(le32(sb, 0x20));
+    let desc_size = if is_64 { usize::from(le16(sb, 0xFE)) } else { 32 };
+    if per_group == 0 || blocks <= first || !(32..=1024).contains(&desc_size) {
+        return Err("implausible geometry in the superblock".into());
+    }
+    Ok(Ext4DescriptorTable {
+        offset: (first + 1) * block_size,
+        desc_size,
+        groups: (blocks - first).div_ceil(per_group),
+    })
+}
+
+/// Groups whose descriptor lacks `ITABLE_ZEROED` (`bg_flags` at byte 0x12).
+pub fn count_itable_unzeroed(table: &Ext4DescriptorTable, descriptors: &[u8]) -> u64 {
+    descriptors
+        .chunks_exact(table.desc_size)
+        .take(table.groups as usize)
+        .filter(|d| le16(d, 0x12) & BG_INODE_ZEROED == 0)
+        .count() as u64
 }
 
 /// XFS geometry from `xfs_info` / `xfs_db -c info` text.
@@ -278,5 +360,44 @@ mod tests {
             let e = parse_mount_options(bad).unwrap_err();
             assert!(e.contains(msg), "{bad}: {e}");
         }
+    }
+
+    /// The descriptor reader against real mkfs.ext4 images (no root needed):
+    /// lazy init leaves every group unzeroed, lazy_itable_init=0 none, and
+    /// without checksums the flag is not maintained.
+    #[test]
+    fn ext4_itable_flags_from_real_images() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("fs.img");
+        let state = |extra: &[&str]| -> Result<(u64, u64), String> {
+            std::fs::File::create(&img).unwrap().set_len(1 << 30).unwrap();
+            let mut args = vec!["-q", "-F"];
+            args.extend_from_slice(extra);
+            let img_s = img.to_string_lossy().to_string();
+            args.push(&img_s);
+            match crate::inspect::cmd::run("mkfs.ext4", &args, crate::inspect::cmd::DEFAULT_TIMEOUT) {
+                Ok(o) if o.success => {}
+                other => panic!("mkfs.ext4 {args:?}: {other:?}"),
+            }
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::File::open(&img).unwrap();
+            let mut sb = vec![0u8; 1024];
+            f.read_exact_at(&mut sb, 1024).unwrap();
+            let table = parse_ext4_superblock(&sb)?;
+            let mut descriptors = vec![0u8; table.len_bytes()];
+            f.read_exact_at(&mut descriptors, table.offset).unwrap();
+            Ok((table.groups, count_itable_unzeroed(&table, &descriptors)))
+        };
+        if crate::inspect::cmd::run("mkfs.ext4", &["-V"], crate::inspect::cmd::DEFAULT_TIMEOUT).is_err() {
+            crate::testsupport::skip("mkfs.ext4 is not installed");
+            return;
+        }
+        assert_eq!(state(&["-E", "nodiscard,lazy_itable_init=1"]), Ok((8, 8)));
+        assert_eq!(state(&["-E", "lazy_itable_init=0"]), Ok((8, 0)));
+        assert_eq!(state(&["-b", "1024", "-E", "nodiscard,lazy_itable_init=1"]).map(|s| s.0), Ok(128));
+        let e = state(&["-O", "^metadata_csum,^uninit_bg"]).unwrap_err();
+        assert!(e.contains("no group-descriptor checksums"), "{e}");
+        assert!(parse_ext4_superblock(&[0u8; 1024]).unwrap_err().contains("magic"));
+        assert!(parse_ext4_superblock(&[0u8; 10]).is_err());
     }
 }

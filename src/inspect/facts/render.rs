@@ -32,21 +32,35 @@ impl Facts {
         ));
         if let Some(fs) = &self.fs {
             out.push(format!(
-                "filesystem  {} on {}{}",
+                "filesystem  {} on {}{}{}",
                 if fs.fstype.is_empty() { "?" } else { &fs.fstype },
                 fs.source.clone().unwrap_or_else(|| "?".into()),
-                fs.mount_point.as_ref().map(|m| format!(" at {m}")).unwrap_or_default()
+                fs.mount_point.as_ref().map(|m| format!(" at {m}")).unwrap_or_default(),
+                fs.size_bytes.map(|b| format!(", {:.1} GiB", b as f64 / f64::from(1u32 << 30))).unwrap_or_default()
             ));
             if let Some(opts) = &fs.mount_options {
                 let joined: Vec<String> =
                     opts.iter().map(|(k, v)| if v.is_empty() { k.clone() } else { format!("{k}={v}") }).collect();
                 out.push(format!("options     {}", joined.join(",")));
             }
-            if let Some(e) = &fs.ext4 {
-                let mut s =
-                    format!("ext4        {} block groups", e.block_groups.map_or("?".into(), |g| g.to_string()));
+            let groups = self.ext4_block_groups();
+            if fs.ext4.is_some() || groups.is_some() {
+                let mut s = format!(
+                    "ext4        {} block groups{}",
+                    groups.map_or("?".into(), |(g, _)| g.to_string()),
+                    match groups {
+                        Some((_, how)) if fs.ext4.as_ref().and_then(|e| e.block_groups).is_none() =>
+                            format!(" ({how})"),
+                        _ => String::new(),
+                    }
+                );
                 if let Some((on, why)) = self.ext4_mb_optimize_scan() {
                     s.push_str(&format!(", mb_optimize_scan {} ({why})", if on { "on" } else { "off" }));
+                }
+                match fs.ext4.as_ref().and_then(|e| e.itable_unzeroed_groups) {
+                    Some(0) => s.push_str(", inode tables all zeroed"),
+                    Some(n) => s.push_str(&format!(", {n} inode tables not yet zeroed")),
+                    None => {}
                 }
                 out.push(s);
             }
@@ -78,6 +92,9 @@ impl Facts {
                 opt(q.nr_requests),
                 q.write_cache.as_deref().unwrap_or("?")
             ));
+        }
+        if let Some((kind, how)) = self.device_kind() {
+            out.push(format!("device      {} ({how})", kind.as_str()));
         }
         if let Some(l) = self.ext4_lazyinit_running {
             out.push(format!("ext4lazyinit {}", if l { "running" } else { "not running" }));
