@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 
-use fslab::iostatlog::{self, FirstReport, IostatLog, SummaryOptions};
+use fslab::iostatlog::{self, FirstReport, ParseIssue, SummaryOptions};
 
 /// `fslab iostat …`
 #[derive(Args, Debug)]
@@ -47,11 +47,8 @@ struct ReportLogsArgs {
 }
 
 fn report(args: ReportLogsArgs) -> Result<ExitCode> {
-    let mut logs = Vec::new();
-    for path in &args.logs {
-        logs.push((path.display().to_string(), read_log(path, &args.read)?));
-    }
-    let html = iostatlog::report::render_html(&logs);
+    let paths: Vec<&Path> = args.logs.iter().map(PathBuf::as_path).collect();
+    let html = iostatlog::report::render_files(&paths, args.read.lenient, &mut warn_skipped)?;
     std::fs::write(&args.output, html).with_context(|| format!("writing {}", args.output.display()))?;
     eprintln!("wrote {}", args.output.display());
     Ok(ExitCode::SUCCESS)
@@ -181,13 +178,9 @@ pub fn iostat(args: IostatArgs) -> Result<ExitCode> {
     }
 }
 
-/// Parse one file, printing lenient-mode warnings with file and line.
-fn read_log(path: &Path, opts: &ReadOpts) -> Result<IostatLog> {
-    let log = iostatlog::parse_file(path, opts.lenient)?;
-    for w in &log.warnings {
-        eprintln!("warning: {}:{}: skipped: {}", path.display(), w.line, w.message);
-    }
-    Ok(log)
+/// A lenient-mode skipped line, with file and line, as it is read.
+fn warn_skipped(path: &Path, w: &ParseIssue) {
+    eprintln!("warning: {}:{}: skipped: {}", path.display(), w.line, w.message);
 }
 
 /// Writes to stdout; a closed pipe (`| head`) is not an error.
@@ -202,78 +195,24 @@ fn ignore_broken_pipe(r: std::io::Result<()>) -> Result<()> {
     }
 }
 
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 fn parse(args: ParseArgs) -> Result<ExitCode> {
-    let mut files = Vec::new();
-    for p in &args.logs {
-        files.push((p.display().to_string(), read_log(p, &args.read)?));
+    // Rows are written as they are read: memory does not grow with the logs.
+    let paths: Vec<&Path> = args.logs.iter().map(PathBuf::as_path).collect();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let written = match args.format {
+        RowFormat::Json => iostatlog::rows::write_json(&paths, args.read.lenient, &mut out, &mut warn_skipped),
+        RowFormat::Csv => iostatlog::rows::write_csv(&paths, args.read.lenient, &mut out, &mut warn_skipped),
+    };
+    match written {
+        Err(e) if e.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe) => {}
+        r => r?,
     }
-    let mut out: Vec<u8> = Vec::new();
-    match args.format {
-        RowFormat::Json => {
-            let files: Vec<_> = files
-                .iter()
-                .map(|(path, log)| {
-                    serde_json::json!({
-                        "path": path, "banner": log.banner, "layout": log.layout, "unit": log.unit,
-                        "reports": log.reports, "samples": log.samples,
-                    })
-                })
-                .collect();
-            serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "files": files }))?;
-            writeln!(out)?;
-        }
-        RowFormat::Csv => {
-            writeln!(
-                out,
-                "path,report,time,t_s,device,r_s,w_s,rkb_s,wkb_s,rareq_kb,wareq_kb,aqu_sz,r_await,w_await,util_pct"
-            )?;
-            let o = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
-            for (path, log) in &files {
-                for s in &log.samples {
-                    writeln!(
-                        out,
-                        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                        csv_field(path),
-                        s.report,
-                        csv_field(s.time.as_deref().unwrap_or("")),
-                        o(s.t_s),
-                        csv_field(&s.device),
-                        o(s.r_s),
-                        o(s.w_s),
-                        s.rkb_s,
-                        s.wkb_s,
-                        o(s.rareq_kb),
-                        o(s.wareq_kb),
-                        o(s.aqu_sz),
-                        o(s.r_await),
-                        o(s.w_await),
-                        o(s.util_pct)
-                    )?;
-                }
-            }
-        }
-    }
-    ignore_broken_pipe(std::io::stdout().lock().write_all(&out))?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn summaries(paths: &[&PathBuf], args: &SummaryArgs) -> Result<Vec<iostatlog::FileSummary>> {
     let opts = args.options()?;
-    paths
-        .iter()
-        .map(|p| {
-            let log = read_log(p, &args.read)?;
-            Ok(iostatlog::summarize(&p.display().to_string(), &log, &opts))
-        })
-        .collect()
+    paths.iter().map(|p| iostatlog::summarize_file(p, &opts, args.read.lenient, &mut |w| warn_skipped(p, w))).collect()
 }
 
 fn summarize(args: SummarizeArgs) -> Result<ExitCode> {
