@@ -359,6 +359,44 @@ pub struct Parser {
     day_offset: f64,
     in_report: bool,
     info: LogInfo,
+    /// Token positions of the current line (reused: no allocation per line).
+    spans: Vec<(usize, usize)>,
+    /// The last header line and its parsed form: every report repeats the
+    /// header, and parsing it again is most of the cost of a short report.
+    last_header: Option<(String, Header)>,
+}
+
+/// Whether `b` is Unicode White_Space (the ASCII part: tab, LF, VT, FF, CR, space).
+fn is_space(b: u8) -> bool {
+    matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ')
+}
+
+/// Token positions of `line` exactly as `str::split_whitespace` splits it:
+/// a byte scan for ASCII lines (nearly all), the Unicode splitter otherwise.
+fn split_tokens(line: &str, spans: &mut Vec<(usize, usize)>) {
+    spans.clear();
+    let b = line.as_bytes();
+    if !line.is_ascii() {
+        let base = line.as_ptr() as usize;
+        spans.extend(line.split_whitespace().map(|t| {
+            let at = t.as_ptr() as usize - base;
+            (at, at + t.len())
+        }));
+        return;
+    }
+    let mut i = 0;
+    while i < b.len() {
+        while i < b.len() && is_space(b[i]) {
+            i += 1;
+        }
+        let start = i;
+        while i < b.len() && !is_space(b[i]) {
+            i += 1;
+        }
+        if i > start {
+            spans.push((start, i));
+        }
+    }
 }
 
 impl Default for Parser {
@@ -378,6 +416,8 @@ impl Parser {
             day_offset: 0.0,
             in_report: false,
             info: LogInfo::default(),
+            spans: Vec::with_capacity(32),
+            last_header: None,
         }
     }
 
@@ -390,20 +430,36 @@ impl Parser {
     /// returned; a malformed line is an error, after which parsing may go
     /// on (lenient) or stop (strict).
     pub fn line(&mut self, raw: &str) -> Result<Option<Sample>, ParseIssue> {
+        let line = raw.trim_end_matches('\r');
+        let mut spans = std::mem::take(&mut self.spans);
+        split_tokens(line, &mut spans);
+        let result = self.tokens(line, &spans);
+        self.spans = spans;
+        result
+    }
+
+    fn tokens(&mut self, line: &str, spans: &[(usize, usize)]) -> Result<Option<Sample>, ParseIssue> {
         self.info.lines += 1;
         let line_no = self.info.lines;
-        let line = raw.trim_end_matches('\r');
-        let toks: Vec<&str> = line.split_whitespace().collect();
+        let tok = |i: usize| &line[spans[i].0..spans[i].1];
         let issue = |message: String| ParseIssue { line: line_no, message };
-        if toks.is_empty() {
+        if spans.is_empty() {
             // A blank line ends a device block or an avg-cpu block.
             if matches!(self.state, State::Devices(_)) {
                 self.state = State::Outside;
             }
             return Ok(None);
         }
-        if toks[0] == "Device:" || toks[0] == "Device" {
-            let h = Header::new(&toks).map_err(issue)?;
+        if tok(0) == "Device:" || tok(0) == "Device" {
+            let h = match &self.last_header {
+                Some((text, h)) if text == line => h.clone(),
+                _ => {
+                    let toks: Vec<&str> = (0..spans.len()).map(tok).collect();
+                    let h = Header::new(&toks).map_err(issue)?;
+                    self.last_header = Some((line.to_string(), h.clone()));
+                    h
+                }
+            };
             self.info.layout.get_or_insert(h.layout);
             self.info.unit.get_or_insert(h.unit);
             self.report_time = self.pending_time.take();
@@ -412,20 +468,20 @@ impl Parser {
             self.state = State::Devices(h);
             return Ok(None);
         }
-        if toks[0] == "avg-cpu:" {
+        if tok(0) == "avg-cpu:" {
             self.state = State::Cpu;
             return Ok(None);
         }
         match &self.state {
             State::Cpu => {
                 self.state = State::Outside;
-                if toks.iter().all(|t| number(t).is_some()) {
+                if (0..spans.len()).all(|i| number(tok(i)).is_some()) {
                     return Ok(None);
                 }
                 Err(issue(format!("avg-cpu values expected, found {:?}", truncate(line))))
             }
             State::Devices(h) => {
-                if toks.len() != h.names.len() + 1 {
+                if spans.len() != h.names.len() + 1 {
                     // A device block may be followed directly by a timestamp (no blank line).
                     if let Some(tod) = time_of_day(line) {
                         self.state = State::Outside;
@@ -434,25 +490,25 @@ impl Parser {
                     }
                     return Err(issue(format!(
                         "device row has {} fields, the header has {}",
-                        toks.len(),
+                        spans.len(),
                         h.names.len() + 1
                     )));
                 }
                 let mut values = Vec::with_capacity(h.names.len());
-                for (k, t) in toks[1..].iter().enumerate() {
-                    match number(t) {
+                for k in 1..spans.len() {
+                    match number(tok(k)) {
                         Some(v) => values.push(v),
                         None => {
                             return Err(issue(format!(
                                 "column {} of {}: not a number: {:?}",
-                                h.names[k],
-                                toks[0],
-                                truncate(t)
+                                h.names[k - 1],
+                                tok(0),
+                                truncate(tok(k))
                             )))
                         }
                     }
                 }
-                let mut s = h.sample(values, toks[0], self.info.reports - 1, line_no);
+                let mut s = h.sample(values, tok(0), self.info.reports - 1, line_no);
                 if let Some((text, t)) = &self.report_time {
                     s.time = Some(Arc::clone(text));
                     s.t_s = Some(*t);
@@ -461,7 +517,7 @@ impl Parser {
                 Ok(Some(s))
             }
             State::Outside => {
-                if self.info.banner.is_none() && !self.in_report && self.pending_time.is_none() && toks[0] == "Linux" {
+                if self.info.banner.is_none() && !self.in_report && self.pending_time.is_none() && tok(0) == "Linux" {
                     self.info.banner = Some(line.trim().to_string());
                     return Ok(None);
                 }
@@ -591,8 +647,10 @@ impl<R: BufRead> Iterator for LogReader<R> {
             };
             let result = if whole {
                 // Logs pasted through mail may carry stray bytes; judge them line by line.
-                let text = String::from_utf8_lossy(&self.buf);
-                self.parser.line(&text)
+                match std::str::from_utf8(&self.buf) {
+                    Ok(text) => self.parser.line(text),
+                    Err(_) => self.parser.line(&String::from_utf8_lossy(&self.buf)),
+                }
             } else {
                 self.parser.info.lines += 1;
                 Err(ParseIssue {
@@ -700,5 +758,34 @@ mod tests {
         assert_eq!(lenient.samples.len(), 2);
         assert_eq!(lenient.warnings.iter().map(|w| w.line).collect::<Vec<_>>(), vec![3, 4]);
         assert!(parse_log("", true).is_err());
+    }
+
+    #[test]
+    fn tokens_split_like_split_whitespace() {
+        let mut spans = Vec::new();
+        let cases =
+            ["", "  ", "a", " a  b\tc\x0bd\x0ce\r", "Device r/s", "x\u{a0}y z", "\u{3000}a\u{85}b ", "é 1,5  x"];
+        for line in cases {
+            split_tokens(line, &mut spans);
+            let ours: Vec<&str> = spans.iter().map(|&(a, b)| &line[a..b]).collect();
+            assert_eq!(ours, line.split_whitespace().collect::<Vec<_>>(), "{line:?}");
+        }
+        proptest::proptest!(|(line in "[ \t\x0b\x0c\ra-z0-9.,\u{a0}\u{3000}]{0,40}")| {
+            let mut spans = Vec::new();
+            split_tokens(&line, &mut spans);
+            let ours: Vec<&str> = spans.iter().map(|&(a, b)| &line[a..b]).collect();
+            proptest::prop_assert_eq!(ours, line.split_whitespace().collect::<Vec<_>>());
+        });
+    }
+
+    #[test]
+    fn repeated_headers_are_reused_and_changed_ones_reparsed() {
+        let text =
+            "Device rkB/s wkB/s\nsda 1 2\n\nDevice rkB/s wkB/s\nsda 3 4\n\nDevice rMB/s wMB/s %util\nsda 1 1 50\n";
+        let log = parse_log(text, false).unwrap();
+        assert_eq!(log.samples.iter().map(|s| s.wkb_s).collect::<Vec<_>>(), [2.0, 4.0, 1024.0]);
+        assert_eq!(log.samples[2].util_pct, Some(50.0));
+        assert_eq!(log.samples[1].columns.get("wkB/s"), Some(4.0));
+        assert_eq!(log.samples[2].columns.iter().map(|(n, _)| n).collect::<Vec<_>>(), ["rMB/s", "wMB/s", "%util"]);
     }
 }

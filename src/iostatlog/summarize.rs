@@ -298,8 +298,14 @@ struct Acc {
 
 impl Acc {
     fn push(&mut self, s: &Sample, threshold: f64, busy_limit: Option<usize>, max: usize) -> Result<(), String> {
-        let i = match self.index.get(s.device.as_str()) {
-            Some(&i) => i,
+        // Logs name a handful of devices: a scan beats hashing the name.
+        let found = if self.devices.len() <= 16 {
+            self.devices.iter().position(|d| d.name == s.device)
+        } else {
+            self.index.get(s.device.as_str()).copied()
+        };
+        let i = match found {
+            Some(i) => i,
             None => {
                 if self.devices.len() >= max {
                     return Err(format!("more than {max} device names: not an iostat log of one machine?"));
