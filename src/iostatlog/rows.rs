@@ -17,35 +17,33 @@ use super::parse::{LogInfo, ParseIssue, Sample};
 pub const CSV_HEADER: &str =
     "path,report,time,t_s,device,r_s,w_s,rkb_s,wkb_s,rareq_kb,wareq_kb,aqu_sz,r_await,w_await,util_pct";
 
-fn csv_field(s: &str) -> String {
+fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
     if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
+        format!("\"{}\"", s.replace('"', "\"\"")).into()
     } else {
-        s.to_string()
+        s.into()
+    }
+}
+
+/// `,value` (nothing after the comma when there is no value), written
+/// straight into `out`: no string per field.
+fn opt(out: &mut dyn Write, v: Option<f64>) -> std::io::Result<()> {
+    match v {
+        Some(x) => write!(out, ",{x}"),
+        None => out.write_all(b","),
     }
 }
 
 fn csv_row(out: &mut dyn Write, path: &str, s: &Sample) -> std::io::Result<()> {
-    let o = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
-    writeln!(
-        out,
-        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-        path,
-        s.report,
-        csv_field(s.time.as_deref().unwrap_or("")),
-        o(s.t_s),
-        csv_field(&s.device),
-        o(s.r_s),
-        o(s.w_s),
-        s.rkb_s,
-        s.wkb_s,
-        o(s.rareq_kb),
-        o(s.wareq_kb),
-        o(s.aqu_sz),
-        o(s.r_await),
-        o(s.w_await),
-        o(s.util_pct)
-    )
+    write!(out, "{path},{},{}", s.report, csv_field(s.time.as_deref().unwrap_or("")))?;
+    opt(out, s.t_s)?;
+    write!(out, ",{}", csv_field(&s.device))?;
+    for v in
+        [s.r_s, s.w_s, Some(s.rkb_s), Some(s.wkb_s), s.rareq_kb, s.wareq_kb, s.aqu_sz, s.r_await, s.w_await, s.util_pct]
+    {
+        opt(out, v)?;
+    }
+    out.write_all(b"\n")
 }
 
 /// CSV of every row of `logs`, one header line first.
@@ -57,7 +55,7 @@ pub fn write_csv(
 ) -> Result<()> {
     writeln!(out, "{CSV_HEADER}")?;
     for &path in logs {
-        let label = csv_field(&path.display().to_string());
+        let label = csv_field(&path.display().to_string()).into_owned();
         super::for_each_sample(path, lenient, &mut |w| skipped(path, w), &mut |s, _| Ok(csv_row(out, &label, &s)?))?;
     }
     out.flush()?;
@@ -90,13 +88,18 @@ pub fn write_json(
         writeln!(out, "{}", if i == 0 { "" } else { "," })?;
         let label = path.display().to_string();
         let mut rows = 0usize;
+        // Serialised into a reused buffer, then written at once: serde's many
+        // small writes are cheaper into a Vec than through `dyn Write`.
+        let mut buf: Vec<u8> = Vec::with_capacity(1024);
         let info = super::for_each_sample(path, lenient, &mut |w| skipped(path, w), &mut |s, info| {
             // The banner, layout and unit are known by the first row.
             if rows == 0 {
                 json_file_head(out, &label, info)?;
             }
-            write!(out, "{}\n        ", if rows == 0 { "" } else { "," })?;
-            serde_json::to_writer(&mut *out, &s)?;
+            buf.clear();
+            buf.extend_from_slice(if rows == 0 { b"\n        " } else { b",\n        " });
+            serde_json::to_writer(&mut buf, &s)?;
+            out.write_all(&buf)?;
             rows += 1;
             Ok(())
         })?;
