@@ -195,7 +195,7 @@ fn toml_to_fact(v: &toml::Value) -> Result<FactValue, String> {
 
 fn build_fact_op(key: &str, op: &str, v: &toml::Value) -> Result<FactOp, String> {
     let kind =
-        fact_key(key).ok_or_else(|| format!("unknown fact `{key}` (see FACT_KEYS in src/inspect/facts.rs)"))?.kind;
+        fact_key(key).ok_or_else(|| format!("unknown fact `{key}` (see FACT_KEYS in src/inspect/facts/model.rs)"))?.kind;
     let number = || match v {
         toml::Value::Integer(i) => Ok(*i as f64),
         toml::Value::Float(f) => Ok(*f),
