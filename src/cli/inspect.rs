@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 
 use super::{chosen, formats};
 use fslab::inspect::{builtin_rules, doctor, kconfig_diff, Facts, KernelConfig};
@@ -27,6 +27,12 @@ pub struct DoctorArgs {
     /// Filesystem type for offline mode.
     #[arg(long, requires = "kconfig")]
     fs: Option<String>,
+    /// Storage the filesystem is on, for offline mode.
+    #[arg(long, value_enum, requires = "kconfig")]
+    device_kind: Option<DeviceKindArg>,
+    /// Filesystem size for offline mode (e.g. 32GiB): ext4's block-group count is estimated from it.
+    #[arg(long, value_name = "SIZE", requires = "kconfig")]
+    fs_size: Option<String>,
     /// Output format.
     #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
     format: Format,
@@ -35,14 +41,33 @@ pub struct DoctorArgs {
     json: bool,
 }
 
+/// `--device-kind`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum DeviceKindArg {
+    Sdcard,
+    Emmc,
+    Hdd,
+    Ssd,
+}
+
 pub fn doctor_cmd(args: DoctorArgs) -> Result<ExitCode> {
     let facts = match &args.kconfig {
-        Some(kconfig) => Facts::offline(
-            Some(kconfig),
-            args.kernel_release.as_deref(),
-            args.mount_options.as_deref(),
-            args.fs.as_deref(),
-        )?,
+        Some(kconfig) => {
+            let mut facts = Facts::offline(
+                Some(kconfig),
+                args.kernel_release.as_deref(),
+                args.mount_options.as_deref(),
+                args.fs.as_deref(),
+            )?;
+            if let Some(kind) = args.device_kind {
+                let name = kind.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
+                facts.set("device.kind", &name).map_err(|e| anyhow::anyhow!("--device-kind: {e}"))?;
+            }
+            if let Some(size) = &args.fs_size {
+                facts.set("fs.size", size).map_err(|e| anyhow::anyhow!("--fs-size: {e}"))?;
+            }
+            facts
+        }
         None => Facts::gather(args.path.as_deref())?,
     };
     let rules = builtin_rules().map_err(|e| anyhow::anyhow!("{e}"))?;

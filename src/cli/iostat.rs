@@ -12,7 +12,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
 use super::{chosen, formats};
-use fslab::iostatlog::{self, FirstReport, IostatLog, SummaryOptions};
+use fslab::iostatlog::{self, FirstReport, ParseIssue, SummaryOptions};
 use fslab::output;
 use fslab::report::json::pretty;
 use fslab::report::{render_plain, Format};
@@ -51,11 +51,8 @@ struct ReportLogsArgs {
 }
 
 fn report(args: ReportLogsArgs) -> Result<ExitCode> {
-    let mut logs = Vec::new();
-    for path in &args.logs {
-        logs.push((path.display().to_string(), read_log(path, &args.read)?));
-    }
-    let html = iostatlog::report::render_html(&logs);
+    let paths: Vec<&Path> = args.logs.iter().map(PathBuf::as_path).collect();
+    let html = iostatlog::report::render_files(&paths, args.read.lenient, &mut warn_skipped)?;
     std::fs::write(&args.output, html).with_context(|| format!("writing {}", args.output.display()))?;
     output::diagnostic(&format!("wrote {}", args.output.display()));
     Ok(ExitCode::SUCCESS)
@@ -96,7 +93,11 @@ impl SummaryArgs {
         if let Some(i) = self.interval {
             anyhow::ensure!(i.is_finite() && i > 0.0, "--interval must be a positive number of seconds");
         }
-        anyhow::ensure!(self.util_threshold.is_finite(), "--util-threshold must be a number");
+        anyhow::ensure!(
+            (0.0..=100.0).contains(&self.util_threshold),
+            "--util-threshold {}: %util is a percentage, give 0 to 100",
+            self.util_threshold
+        );
         Ok(SummaryOptions {
             util_threshold: self.util_threshold,
             window_s: self.window,
@@ -182,79 +183,30 @@ pub fn iostat(args: IostatArgs) -> Result<ExitCode> {
     }
 }
 
-/// Parse one file, printing lenient-mode warnings with file and line.
-fn read_log(path: &Path, opts: &ReadOpts) -> Result<IostatLog> {
-    let log = iostatlog::parse_file(path, opts.lenient)?;
-    for w in &log.warnings {
-        output::diagnostic(&format!("warning: {}:{}: skipped: {}", path.display(), w.line, w.message));
-    }
-    Ok(log)
+/// A lenient-mode skipped line, with file and line, as it is read.
+fn warn_skipped(path: &Path, w: &ParseIssue) {
+    output::diagnostic(&format!("warning: {}:{}: skipped: {}", path.display(), w.line, w.message));
 }
 
 fn parse(args: ParseArgs) -> Result<ExitCode> {
-    let mut files = Vec::new();
-    for p in &args.logs {
-        files.push((p.display().to_string(), read_log(p, &args.read)?));
+    // Rows are written as they are read: memory does not grow with the logs.
+    let paths: Vec<&Path> = args.logs.iter().map(PathBuf::as_path).collect();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let written = match args.format {
+        Format::Csv => iostatlog::rows::write_csv(&paths, args.read.lenient, &mut out, &mut warn_skipped),
+        _ => iostatlog::rows::write_json(&paths, args.read.lenient, &mut out, &mut warn_skipped),
+    };
+    let written = written.and_then(|()| Ok(std::io::Write::flush(&mut out)?));
+    match written {
+        Err(e) if output::is_broken_pipe(&e) => output::stdout_gone(),
+        r => r?,
     }
-    let mut out: Vec<u8> = Vec::new();
-    match args.format {
-        Format::Json => {
-            let files: Vec<_> = files
-                .iter()
-                .map(|(path, log)| {
-                    serde_json::json!({
-                        "path": path, "banner": log.banner, "layout": log.layout, "unit": log.unit,
-                        "reports": log.reports, "samples": log.samples,
-                    })
-                })
-                .collect();
-            serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "files": files }))?;
-            writeln!(out)?;
-        }
-        _ => {
-            writeln!(
-                out,
-                "path,report,time,t_s,device,r_s,w_s,rkb_s,wkb_s,rareq_kb,wareq_kb,aqu_sz,r_await,w_await,util_pct"
-            )?;
-            let o = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
-            for (path, log) in &files {
-                for s in &log.samples {
-                    writeln!(
-                        out,
-                        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                        csv_field(path),
-                        s.report,
-                        csv_field(s.time.as_deref().unwrap_or("")),
-                        o(s.t_s),
-                        csv_field(&s.device),
-                        o(s.r_s),
-                        o(s.w_s),
-                        s.rkb_s,
-                        s.wkb_s,
-                        o(s.rareq_kb),
-                        o(s.wareq_kb),
-                        o(s.aqu_sz),
-                        o(s.r_await),
-                        o(s.w_await),
-                        o(s.util_pct)
-                    )?;
-                }
-            }
-        }
-    }
-    output::print(&String::from_utf8_lossy(&out))?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn summaries(paths: &[&PathBuf], args: &SummaryArgs) -> Result<Vec<iostatlog::FileSummary>> {
     let opts = args.options()?;
-    paths
-        .iter()
-        .map(|p| {
-            let log = read_log(p, &args.read)?;
-            Ok(iostatlog::summarize(&p.display().to_string(), &log, &opts))
-        })
-        .collect()
+    paths.iter().map(|p| iostatlog::summarize_file(p, &opts, args.read.lenient, &mut |w| warn_skipped(p, w))).collect()
 }
 
 fn summarize(args: SummarizeArgs) -> Result<ExitCode> {
@@ -301,13 +253,4 @@ fn record(args: RecordArgs) -> Result<ExitCode> {
     out.flush()?;
     eprintln!("recorded {n} interval reports of {} to {}", args.device, args.output.display());
     Ok(ExitCode::SUCCESS)
-}
-
-/// Quote a CSV field when it needs it (replaced by iostatlog::rows on the inspect merge).
-fn csv_field(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.contains([',', '"', '\n', '\r']) {
-        std::borrow::Cow::Owned(format!("\"{}\"", s.replace('"', "\"\"")))
-    } else {
-        std::borrow::Cow::Borrowed(s)
-    }
 }

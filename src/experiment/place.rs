@@ -88,7 +88,11 @@ pub fn resolve(
 ) -> Result<(Option<KernelSpec>, Option<VmSpec>)> {
     let Some(kernel) = kernel else { return Ok((None, None)) };
     if fs.medium() == Medium::Directory {
-        return Err(src.err(kernel.span(), "kernel", format!("cannot be used with fs = \"{fs}\": the guest builds its own testbed")));
+        return Err(src.err(
+            kernel.span(),
+            "kernel",
+            format!("cannot be used with fs = \"{fs}\": the guest builds its own testbed"),
+        ));
     }
     let path = |key: &str, value: &toml::Value| -> Result<std::path::PathBuf> {
         match value.as_str() {

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::environment::{cpu_model_from_cpuinfo, meminfo_total_kb, online_cpus};
-use super::facts::{find_mount, parse_mountinfo};
+use crate::sys::mountinfo;
 
 /// The identity of one machine as far as performance goes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,9 +111,8 @@ fn block_sysfs(path: &Path) -> Option<PathBuf> {
     // btrfs, overlay and friends report an anonymous device number: ask
     // mountinfo for the mount's source device instead.
     let canon = std::fs::canonicalize(existing).ok()?;
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    let mounts = parse_mountinfo(&text, "/proc/self/mountinfo").ok()?;
-    let source = &find_mount(&mounts, &canon)?.source;
+    let mounts = mountinfo::read().ok()?;
+    let source = &mountinfo::find_mount(&mounts, &canon)?.source;
     let md = std::fs::metadata(source).ok()?;
     md.file_type().is_block_device().then(|| by_number(md.rdev())).flatten()
 }

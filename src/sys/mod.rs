@@ -7,4 +7,5 @@ pub mod exec;
 pub mod identity;
 pub mod marker;
 pub mod modules;
+pub mod mountinfo;
 pub mod signals;

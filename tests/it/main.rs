@@ -10,6 +10,7 @@ mod examples;
 mod experiment;
 mod filemix;
 mod fsinternal;
+mod inspect_cli;
 mod iostat_logs;
 mod lifecycle;
 mod pipes;
