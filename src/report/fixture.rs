@@ -147,6 +147,7 @@ fn build(specs: Vec<Spec>, failures: &[(&str, &str, &str)]) -> ReportData {
         },
         series,
         runs: runs.into_iter().map(|run| RunData { run, monitor: None, extras: vec![] }).collect(),
+        places: Default::default(),
     }
 }
 
@@ -208,5 +209,6 @@ pub fn compare_report<'a>(d: &'a ReportData, runs: &'a [StoredRun]) -> CompareRe
             .as_array()
             .map(|a| a.iter().filter_map(|l| l.as_str().map(str::to_string)).collect())
             .unwrap_or_default(),
+        places: d.places.clone(),
     }
 }

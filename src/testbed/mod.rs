@@ -171,6 +171,7 @@ impl Testbed {
             self.mounted = true;
             return self.read_back(&config.mount);
         }
+        load_module(config)?;
         let dev = match device {
             Some(opt_in) => {
                 // Again right before mkfs: it may have been mounted since fslab started.
@@ -183,6 +184,7 @@ impl Testbed {
                 file.set_len(config.size.0).with_context(|| format!("sizing {}", image.display()))?;
                 drop(file);
                 self.image = Some(image.clone());
+                crate::sys::modules::ensure_loaded("loop")?;
                 let dev = loopdev::attach(&image)?;
                 self.loop_attached = true;
                 dev
@@ -215,9 +217,7 @@ impl Testbed {
         device: Option<&DeviceOptIn>,
         populate: Option<Populate<'_>>,
     ) -> Result<()> {
-        if device.is_some() {
-            bail!("a {} testbed is an image file fslab builds; it cannot use --device", config.fs);
-        }
+        load_module(config)?;
         let Some(populate) = populate else {
             bail!("a {} testbed is packed from a workload's files, and none was given", config.fs);
         };
@@ -233,8 +233,22 @@ impl Testbed {
         let built = image::build(format, &options, &config.mkfs, &staging, &image)?;
         self.metrics = built.metrics();
 
-        let dev = loopdev::attach_with(&image, true)?;
-        self.loop_attached = true;
+        let dev = match device {
+            // The packed image is written onto the device (a VM's testbed
+            // disk), so reads go through that device's queue, not a loop file.
+            Some(opt_in) => {
+                opt_in.check()?;
+                copy_onto(&image, &opt_in.path)?;
+                let _ = fs::remove_file(&image);
+                opt_in.path.clone()
+            }
+            None => {
+                crate::sys::modules::ensure_loaded("loop")?;
+                let dev = loopdev::attach_with(&image, true)?;
+                self.loop_attached = true;
+                dev
+            }
+        };
         self.device = Some(dev.clone());
         let kernel_name = blockdev::kernel_name(&dev)?;
         self.device_name = Some(kernel_name.clone());
@@ -378,4 +392,32 @@ fn join_options(first: &str, rest: &str) -> String {
     } else {
         format!("{first},{rest}")
     }
+}
+
+/// The filesystem's kernel module, when the running kernel has it as one
+/// (stock distribution kernels build most filesystems as modules).
+fn load_module(config: &TestbedConfig) -> Result<()> {
+    match config.fs.fs().module() {
+        Some(module) => crate::sys::modules::ensure_loaded(module),
+        None => Ok(()),
+    }
+}
+
+/// Write `image` to the start of block device `device`, and flush it there.
+fn copy_onto(image: &Path, device: &Path) -> Result<()> {
+    let mut from = fs::File::open(image).with_context(|| format!("opening {}", image.display()))?;
+    let size = from.metadata()?.len();
+    let capacity = blockdev::size_bytes(device)?;
+    if size > capacity {
+        bail!(
+            "the packed image ({}) does not fit on {} ({}); give the testbed a larger `size`",
+            crate::human::bytes(size as f64),
+            device.display(),
+            crate::human::bytes(capacity as f64)
+        );
+    }
+    let mut to =
+        fs::OpenOptions::new().write(true).open(device).with_context(|| format!("opening {}", device.display()))?;
+    std::io::copy(&mut from, &mut to).with_context(|| format!("writing the image onto {}", device.display()))?;
+    to.sync_all().with_context(|| format!("flushing {}", device.display()))
 }

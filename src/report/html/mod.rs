@@ -166,6 +166,7 @@ mod tests {
                 ),
                 run(2, "b", vec![("blocktrace".into(), off)]),
             ],
+            places: Default::default(),
         }
     }
 

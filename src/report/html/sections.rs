@@ -56,6 +56,24 @@ pub fn answer(d: &ReportData, out: &mut String) {
         }
         out.push_str("</ul>");
     }
+    if !d.places.all_host() {
+        out.push_str("<p>Where the variants ran:</p><ul class=\"places\">");
+        for line in d.places.lines() {
+            let _ = write!(out, "<li>{}</li>", esc(&line));
+        }
+        out.push_str("</ul>");
+        let mut marked: Vec<String> = Vec::new();
+        for v in c_variants(d) {
+            for m in d.places.marks(&d.comparison.baseline, &v) {
+                if !marked.contains(&m) {
+                    marked.push(m);
+                }
+            }
+        }
+        for m in marked {
+            let _ = write!(out, "<p class=\"warning\">{}</p>", esc(&m));
+        }
+    }
     let hostile = d.environment["doctor"]["hostile"].as_array().map(Vec::len).unwrap_or(0);
     if hostile > 0 {
         let _ = write!(
@@ -602,4 +620,9 @@ fn legend_table(names: &[String]) -> String {
     }
     out.push_str("</p>");
     out
+}
+
+/// The variants compared against the baseline.
+fn c_variants(d: &ReportData) -> Vec<String> {
+    d.comparison.variants.iter().filter(|v| **v != d.comparison.baseline).cloned().collect()
 }
