@@ -119,6 +119,9 @@ pub fn render_markdown(d: &ReportData) -> String {
             for m in d.places.marks(&c.baseline, v) {
                 let _ = writeln!(out, "- **{} vs {}: {}**", md_esc(v), md_esc(&c.baseline), md_esc(&m));
             }
+            for line in d.places.finding_differences(&c.baseline, v) {
+                let _ = writeln!(out, "- doctor: {}", md_esc(&line));
+            }
         }
         out.push('\n');
     }

@@ -56,6 +56,41 @@ impl Places {
             .collect()
     }
 
+    /// Doctor findings for `variant`'s kernel config that `baseline`'s does
+    /// not have (and the reverse), e.g. `6.12-rt has preempt-rt: …`.
+    pub fn finding_differences(&self, baseline: &str, variant: &str) -> Vec<String> {
+        let ids = |v: &str| -> Vec<(String, String)> {
+            self.kernels[v]["findings"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| {
+                    let id = f["id"].as_str().unwrap_or_default().to_string();
+                    let text = format!(
+                        "[{}] {}: {}",
+                        f["severity"].as_str().unwrap_or("?"),
+                        id,
+                        f["title"].as_str().unwrap_or_default()
+                    );
+                    (id, text)
+                })
+                .collect()
+        };
+        let (a, b) = (ids(baseline), ids(variant));
+        let mut out = Vec::new();
+        for (id, text) in &b {
+            if !a.iter().any(|(i, _)| i == id) {
+                out.push(format!("{variant} has {text}"));
+            }
+        }
+        for (id, text) in &a {
+            if !b.iter().any(|(i, _)| i == id) {
+                out.push(format!("{baseline} has {text}"));
+            }
+        }
+        out
+    }
+
     /// Why comparing `variant` with `baseline` mixes places, or None.
     pub fn mismatch(&self, baseline: &str, variant: &str) -> Option<String> {
         let (Some(a), Some(b)) = (self.variants.get(baseline), self.variants.get(variant)) else { return None };

@@ -164,6 +164,12 @@ fn place_lines(report: &CompareReport, out: &mut String) -> Result<()> {
     for line in report.places.lines() {
         writeln!(out, "  {line}")?;
     }
+    let c = report.comparison;
+    for v in c.variants.iter().filter(|v| **v != c.baseline) {
+        for line in report.places.finding_differences(&c.baseline, v) {
+            writeln!(out, "  doctor: {line}")?;
+        }
+    }
     writeln!(out)?;
     Ok(())
 }

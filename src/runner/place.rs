@@ -63,9 +63,10 @@ impl Places {
     /// any run starts.
     pub fn prepare(exp: &Experiment) -> Result<Places> {
         let mut kernels = HashMap::new();
+        let cache = kernel_cache(exp);
         for (i, v) in exp.variants.iter().enumerate() {
             if let Some(spec) = &v.kernel {
-                let artifacts = kernel::resolve(&spec.source, &exp.cache_dir())
+                let artifacts = kernel::resolve(&spec.source, &cache)
                     .with_context(|| format!("the kernel of variant `{}`", v.name))?;
                 kernels.insert(i, artifacts);
             }
@@ -98,6 +99,8 @@ impl Places {
                     json!({ "place": "host", "release": host_release, "config_source": path, "config": config })
                 }
             };
+            let mut entry = entry;
+            entry["findings"] = variant_findings(v, &entry);
             out.insert(v.name.clone(), entry);
         }
         Value::Object(out)
@@ -202,6 +205,9 @@ impl Places {
         let kernel = self.kernels.get(&index).context("the variant's kernel was not resolved")?;
         let spec = variant.vm.clone().unwrap_or_default();
         let config = vm_config(exp, variant, &spec);
+        // Shown read-only in the guest, so it must exist (a workload without inputs never made it).
+        std::fs::create_dir_all(exp.cache_dir())
+            .with_context(|| format!("creating the input cache {}", exp.cache_dir().display()))?;
         observer.message(&format!(
             "booting kernel {} for variant `{}` ({} CPUs, {} MiB, accel {})",
             kernel.release,
@@ -242,6 +248,15 @@ impl Places {
     }
 }
 
+/// Where unpacked kernels are kept: `$FSLAB_KERNEL_CACHE`, else the
+/// experiment's cache. Entries are named by the package's content hash, so
+/// one cache can serve every experiment (a package unpacks to hundreds of MB).
+pub const KERNEL_CACHE_ENV: &str = "FSLAB_KERNEL_CACHE";
+
+fn kernel_cache(exp: &Experiment) -> PathBuf {
+    std::env::var_os(KERNEL_CACHE_ENV).map(PathBuf::from).unwrap_or_else(|| exp.cache_dir())
+}
+
 /// The VM of `variant`: sized as its `vm` says, a testbed disk as large as
 /// its testbed, the filesystem's module loaded, the input cache (and the
 /// experiment file's directory, for input files it names) shown read-only.
@@ -274,4 +289,24 @@ fn read_config(path: &Path) -> Result<String> {
         return Ok(out);
     }
     Ok(String::from_utf8(bytes)?)
+}
+
+/// The doctor's findings for a variant's kernel config and testbed (offline
+/// facts: the config, release, filesystem and mount options), so findings
+/// that differ between kernels can stand next to the verdict.
+fn variant_findings(variant: &VariantConfig, kernel: &Value) -> Value {
+    let Some(config) = kernel["config_source"].as_str() else { return Value::Null };
+    let facts = crate::inspect::Facts::offline(
+        Some(Path::new(config)),
+        kernel["release"].as_str(),
+        Some(&variant.testbed.mount).filter(|m| !m.is_empty()).map(String::as_str),
+        Some(variant.testbed.fs.fstype()),
+    );
+    let (Ok(facts), Ok(rules)) = (facts, crate::inspect::builtin_rules()) else { return Value::Null };
+    let report = crate::inspect::doctor(&facts, &rules);
+    report
+        .findings
+        .iter()
+        .map(|f| json!({ "id": f.id, "title": f.title, "severity": f.severity, "summary": f.summary }))
+        .collect()
 }

@@ -69,6 +69,9 @@ pub fn answer(d: &ReportData, out: &mut String) {
                     marked.push(m);
                 }
             }
+            for line in d.places.finding_differences(&d.comparison.baseline, &v) {
+                marked.push(format!("doctor: {line}"));
+            }
         }
         for m in marked {
             let _ = write!(out, "<p class=\"warning\">{}</p>", esc(&m));
