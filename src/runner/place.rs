@@ -272,12 +272,24 @@ fn vm_config(exp: &Experiment, variant: &VariantConfig, spec: &crate::experiment
         memory_mib: spec.memory_mib,
         accel: spec.accel,
         ro_dirs,
-        disk_bytes: Some(variant.testbed.size.0),
+        disk_bytes: Some(disk_bytes(variant)),
         modules: variant.testbed.fs.fs().module().map(str::to_string).into_iter().collect(),
         boot_timeout: spec.boot_timeout,
         request_timeout: VM_RUN_SLACK,
         kernel_args: spec.cmdline.clone(),
         agent: None,
+    }
+}
+
+/// The VM's testbed disk: as large as the testbed; read-only images are as
+/// large as their content, unknown until packed in the guest, so they get
+/// a disk they fit on (the image file is sparse: unused space costs nothing).
+fn disk_bytes(variant: &VariantConfig) -> u64 {
+    const READ_ONLY_IMAGE_DISK: u64 = 8 << 30;
+    if variant.testbed.fs.is_read_only_image() {
+        READ_ONLY_IMAGE_DISK
+    } else {
+        variant.testbed.size.0
     }
 }
 
