@@ -27,9 +27,9 @@ use serde_json::Value;
 
 use super::kinds::probe::GuestFacts;
 use super::protocol::{self, Ready, Reply, Request, Response, SessionInfo, READY_FILE, SESSION_FILE, SHUTDOWN};
-use super::spawn::{kill_group, spawn_contained};
 use super::{console, hidden_in_guest, kvm, tools, Accel, VmConfig, TCG_WARNING};
 use crate::kernel::KernelArtifacts;
+use crate::sys::contain::{kill_group, spawn_contained};
 use crate::sys::signals::cancelled;
 use crate::testbed::cgroup;
 
