@@ -251,6 +251,6 @@ fn record(args: RecordArgs) -> Result<ExitCode> {
     let opts = iostatlog::RecordOptions { device: args.device.clone(), interval: args.interval, count };
     let n = iostatlog::record(&opts, &mut out, &stop)?;
     out.flush()?;
-    eprintln!("recorded {n} interval reports of {} to {}", args.device, args.output.display());
+    output::diagnostic(&format!("recorded {n} interval reports of {} to {}", args.device, args.output.display()));
     Ok(ExitCode::SUCCESS)
 }

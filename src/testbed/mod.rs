@@ -366,7 +366,7 @@ impl Testbed {
 impl Drop for Testbed {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("fslab: {e:#} (run `fslab cleanup` to retry)");
+            crate::output::diagnostic(&format!("fslab: {e:#} (run `fslab cleanup` to retry)"));
         }
     }
 }

@@ -481,7 +481,7 @@ impl VmSession {
         let console_tail = console::tail(&self.console);
         if !matches!(failure, Failure::Handler { .. }) {
             if let Err(e) = self.teardown() {
-                eprintln!("fslab: tearing down VM {}: {e:#}", self.name);
+                crate::output::diagnostic(&format!("fslab: tearing down VM {}: {e:#}", self.name));
             }
         }
         VmError { failure, console_tail, session: self.name.clone() }
@@ -517,7 +517,7 @@ impl VmSession {
 impl Drop for VmSession {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("fslab: {e:#}");
+            crate::output::diagnostic(&format!("fslab: {e:#}"));
         }
     }
 }
