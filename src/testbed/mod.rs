@@ -4,12 +4,11 @@
 //! Everything a testbed creates is named `fslab-tb-<pid>-s<start>-<n>` (its
 //! directory under the work directory, the image inside it, the mount point,
 //! the cgroup), and its directory carries a marker file with the owner's
-//! identity ([`crate::sys::marker`]), so [`cleanup`] can find what a killed
+//! identity ([`crate::sys::marker`]), so [`crate::cleanup`] can find what a killed
 //! fslab left behind, tell whether its owner is still alive, and never
 //! delete a directory fslab did not make.
 
 pub mod cgroup;
-pub mod cleanup;
 pub mod config;
 pub mod device_optin;
 pub mod filesystem;
@@ -360,7 +359,7 @@ impl Testbed {
         }
         if self.owns_dir && !self.mounted && !self.loop_attached {
             // Never delete through a mount (a workload may have mounted something inside).
-            let inside = cleanup::mounted_under(&self.dir);
+            let inside = mount::mounted_under(&self.dir);
             if !inside.is_empty() {
                 errors.push(format!("not removing {}: {} is mounted inside it", self.dir.display(), inside.join(", ")));
             } else if let Err(e) = fs::remove_dir_all(&self.dir) {
@@ -381,7 +380,7 @@ impl Testbed {
 impl Drop for Testbed {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("fslab: {e:#} (run `fslab cleanup` to retry)");
+            crate::output::diagnostic(&format!("fslab: {e:#} (run `fslab cleanup` to retry)"));
         }
     }
 }
