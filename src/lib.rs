@@ -25,6 +25,7 @@ pub mod bisect;
 pub mod exit;
 pub mod experiment;
 pub mod fsinternal;
+pub mod history;
 pub mod human;
 pub mod inspect;
 pub mod iostatlog;
