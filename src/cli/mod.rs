@@ -2,8 +2,10 @@
 
 mod bisect;
 mod changepoints;
+mod check;
 mod compare;
 mod guest;
+mod history;
 mod inspect;
 mod iostat;
 mod maintenance;
@@ -81,6 +83,10 @@ enum Command {
     Run(run::RunArgs),
     /// Compare the variants of a stored experiment.
     Compare(compare::CompareArgs),
+    /// One metric over experiments in time order, with change points marked.
+    History(history::HistoryArgs),
+    /// CI gate: the newest experiment against its history or another experiment; exit 1 on a regression.
+    Check(check::CheckArgs),
     /// Write a self-contained HTML (or Markdown) report of a stored experiment.
     Report(report::ReportArgs),
     /// Dump the runs of a stored experiment with their metrics.
@@ -112,6 +118,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Quickstart(args) => run::quickstart(args),
         Command::Run(args) => run::run(args),
         Command::Compare(args) => compare::compare(args),
+        Command::History(args) => history::history(args),
+        Command::Check(args) => check::check_cmd(args),
         Command::Report(args) => report::report(args),
         Command::Export(args) => maintenance::export(args),
         Command::List(args) => maintenance::list(args),

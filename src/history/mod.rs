@@ -10,6 +10,8 @@
 //! covers comments, other variants and bisection's `{rev}` substitution.
 
 pub mod across;
+pub mod check;
+pub mod render;
 pub mod tags;
 
 use std::collections::BTreeMap;
