@@ -10,6 +10,7 @@ mod examples;
 mod experiment;
 mod filemix;
 mod fsinternal;
+mod history_cli;
 mod inspect_cli;
 mod iostat_logs;
 mod lifecycle;
