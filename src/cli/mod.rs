@@ -1,6 +1,7 @@
 //! Command-line arguments and dispatch. Each subcommand lives in its own file.
 
 mod bisect;
+mod bisect_commits;
 mod changepoints;
 mod check;
 mod compare;
@@ -105,6 +106,8 @@ enum Command {
     Iostat(iostat::IostatArgs),
     /// Find which differing setting between a good and a bad variant carries a regression (ddmin).
     BisectOptions(bisect::BisectArgs),
+    /// Find the first commit of a source tree that brought a regression (git bisect with a statistical oracle).
+    BisectCommits(bisect_commits::BisectCommitsArgs),
     /// Measure change-point detection and CI-gate error rates on synthetic series.
     #[command(hide = true)]
     SimulateChangepoints(changepoints::SimulateArgs),
@@ -129,6 +132,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Kconfig(args) => inspect::kconfig(args),
         Command::Iostat(args) => iostat::iostat(args),
         Command::BisectOptions(args) => bisect::bisect(args),
+        Command::BisectCommits(args) => bisect_commits::bisect_commits_cmd(args),
         Command::SimulateChangepoints(args) => changepoints::simulate(args),
         Command::Guest(command) => guest::dispatch(command),
     }
