@@ -179,12 +179,7 @@ fn git(dir: &Path, args: &[&str]) -> Result<String> {
         .output()
         .with_context(|| format!("running git in {}", dir.display()))?;
     if !out.status.success() {
-        bail!(
-            "`git {}` in {} failed: {}",
-            args.join(" "),
-            dir.display(),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
+        bail!("`git {}` in {} failed: {}", args.join(" "), dir.display(), String::from_utf8_lossy(&out.stderr).trim());
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
@@ -320,7 +315,12 @@ impl Bisector<'_> {
         exp.variants.retain(|v| v.name == self.variant);
         exp.workloads.retain(|w| w.label == self.metric.workload);
         if exp.variants.is_empty() || exp.workloads.is_empty() {
-            bail!("{}: no variant `{}` or workload `{}`", self.cfg.experiment.display(), self.variant, self.metric.workload);
+            bail!(
+                "{}: no variant `{}` or workload `{}`",
+                self.cfg.experiment.display(),
+                self.variant,
+                self.metric.workload
+            );
         }
         exp.baseline = self.variant.clone();
         exp.repetitions = Repetitions::Fixed(rounds as u32);
@@ -381,8 +381,9 @@ impl Bisector<'_> {
     }
 }
 
-fn mean(v: &[f64]) -> f64 {
-    crate::stats::summarize(v, true).mean
+/// The mmtests mean compare and history use (harmonic for rates).
+fn mean(v: &[f64], higher_is_better: bool) -> f64 {
+    crate::stats::summarize(v, higher_is_better).mean
 }
 
 /// The bisection's identity: the same question asked again resumes it.
@@ -445,15 +446,8 @@ pub fn bisect_commits(
             MetricRef { workload: w.label.clone(), metric: name.to_string() }
         }
     };
-    let id = bisect_id(
-        &repo,
-        &good,
-        &bad,
-        &template,
-        &variant,
-        &metric.to_string(),
-        cfg.build.as_deref().unwrap_or(""),
-    );
+    let id =
+        bisect_id(&repo, &good, &bad, &template, &variant, &metric.to_string(), cfg.build.as_deref().unwrap_or(""));
     observer.message(&format!("bisection {id}: {} (good) .. {} (bad), {metric}", &good[..12], &bad[..12]));
 
     let mut trees = Worktrees::new(&repo, &cfg.worktree_base)?;
@@ -501,8 +495,8 @@ pub fn bisect_commits(
         let c = compare(&g.values, &bd.values, hib, &ccfg);
         if c.verdict != Verdict::Inconclusive || rounds >= cfg.max_rounds {
             break EndsCheck {
-                mean_good: mean(&g.values),
-                mean_bad: mean(&bd.values),
+                mean_good: mean(&g.values, hib),
+                mean_bad: mean(&bd.values, hib),
                 n_good: g.values.len(),
                 n_bad: bd.values.len(),
                 change_pct: c.change_pct,
@@ -514,7 +508,6 @@ pub fn bisect_commits(
         }
         rounds = g.values.len().max(bd.values.len()) + 1;
     };
-    let hib = b.higher_is_better.unwrap_or(false);
     let mut report = CommitBisectReport {
         id: id.clone(),
         repo: repo.display().to_string(),
@@ -522,7 +515,7 @@ pub fn bisect_commits(
         bad: commit_ref(&repo, &bad)?,
         metric: metric.clone(),
         variant,
-        higher_is_better: hib,
+        higher_is_better: b.higher_is_better.unwrap_or(false),
         status: BisectStatus::NotWorse,
         first_bad: None,
         candidates: Vec::new(),
@@ -540,6 +533,7 @@ pub fn bisect_commits(
         report.elapsed_s = started.elapsed().as_secs_f64();
         return Ok(report);
     }
+    let hib = report.higher_is_better;
     let sd = |v: &[f64]| crate::stats::summarize(v, hib).stddev;
     let noise = sd(&g.values).max(sd(&bd.values));
     let step = (report.ends.mean_bad - report.ends.mean_good).abs();
@@ -569,9 +563,8 @@ pub fn bisect_commits(
         let mut build_text = "not needed (stored runs)".to_string();
         let mut decision = None;
         let mut cls = classify(&g.values, &bd.values, &cand.values, alpha);
-        let decided = |c: &crate::stats::oracle::Classification, n: usize| {
-            c.side != Side::Unknown && n >= cfg.start_rounds
-        };
+        let decided =
+            |c: &crate::stats::oracle::Classification, n: usize| c.side != Side::Unknown && n >= cfg.start_rounds;
         if !decided(&cls, cand.values.len()) && cand.values.len() < cfg.max_rounds {
             builds += 1;
             match build(cfg.build.as_deref(), &walker, &sha)? {
@@ -614,9 +607,9 @@ pub fn bisect_commits(
             build: build_text,
             runs: cand.values.len(),
             reused_runs: cand.reused,
-            mean_good: mean(&g.values),
-            mean_bad: mean(&bd.values),
-            mean_candidate: mean(&cand.values),
+            mean_good: mean(&g.values, hib),
+            mean_bad: mean(&bd.values, hib),
+            mean_candidate: mean(&cand.values, hib),
             n_good: g.values.len(),
             n_bad: bd.values.len(),
             position: cls.position,

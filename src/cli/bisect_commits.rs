@@ -144,13 +144,22 @@ pub fn render_text(r: &CommitBisectReport) -> String {
     if !r.steps.is_empty() {
         let mut t = Table::new();
         t.load_style(NOTHING);
-        t.set_header(["step", "commit", "subject", "build", "runs", "good", "bad", "candidate", "position", "p", "decision"]);
+        t.set_header([
+            "step",
+            "commit",
+            "subject",
+            "build",
+            "runs",
+            "good",
+            "bad",
+            "candidate",
+            "position",
+            "p",
+            "decision",
+        ]);
         for (i, s) in r.steps.iter().enumerate() {
             let position = if s.position.is_finite() {
-                format!(
-                    "{:.2} [{:.2}, {:.2}]",
-                    s.position, s.position_low, s.position_high
-                )
+                format!("{:.2} [{:.2}, {:.2}]", s.position, s.position_low, s.position_high)
             } else {
                 "–".into()
             };
@@ -158,7 +167,8 @@ pub fn render_text(r: &CommitBisectReport) -> String {
             if s.partial {
                 decision.push_str(" (partial step)");
             }
-            let runs = if s.reused_runs > 0 { format!("{} ({} stored)", s.runs, s.reused_runs) } else { s.runs.to_string() };
+            let runs =
+                if s.reused_runs > 0 { format!("{} ({} stored)", s.runs, s.reused_runs) } else { s.runs.to_string() };
             t.add_row(vec![
                 Cell::new(i + 1).set_alignment(CellAlignment::Right),
                 Cell::new(short(&s.commit.sha)),

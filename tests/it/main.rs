@@ -4,6 +4,7 @@
 mod common;
 
 mod bisect;
+mod bisect_commits;
 mod blocktrace;
 mod changepoint;
 mod examples;
