@@ -97,6 +97,18 @@ pub enum Decision {
     BuildFailed,
 }
 
+impl Decision {
+    /// As the step table shows it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            Decision::Good => "good",
+            Decision::Bad => "bad",
+            Decision::Undecided => "undecided (skipped)",
+            Decision::BuildFailed => "build failed (skipped)",
+        }
+    }
+}
+
 /// The evidence of one step.
 #[derive(Clone, Debug, Serialize)]
 pub struct Step {
@@ -227,7 +239,9 @@ struct Worktrees {
 impl Worktrees {
     fn new(repo: &Path, base: &Path) -> Result<Worktrees> {
         std::fs::create_dir_all(base).with_context(|| format!("creating {}", base.display()))?;
-        let (dir, _) = marker::create_marked_dir(base)?;
+        // Absolute: git resolves relative worktree paths against the repository.
+        let base = std::fs::canonicalize(base).with_context(|| format!("resolving {}", base.display()))?;
+        let (dir, _) = marker::create_marked_dir(&base)?;
         Ok(Worktrees { repo: repo.to_path_buf(), dir, made: Vec::new() })
     }
 

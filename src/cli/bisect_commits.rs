@@ -163,7 +163,7 @@ pub fn render_text(r: &CommitBisectReport) -> String {
             } else {
                 "–".into()
             };
-            let mut decision = format!("{:?}", s.decision).to_lowercase();
+            let mut decision = s.decision.as_str().to_string();
             if s.partial {
                 decision.push_str(" (partial step)");
             }

@@ -46,8 +46,11 @@ pub struct Across {
     pub data: ComparisonData,
 }
 
+/// A group with the experiments it pools.
+pub type Members<'a> = (Group, Vec<&'a Snapshot>);
+
 /// Groups of `--experiments` (one experiment each, in the order given).
-pub fn by_experiment(snaps: &[Snapshot]) -> Vec<(Group, Vec<&Snapshot>)> {
+pub fn by_experiment(snaps: &[Snapshot]) -> Vec<Members<'_>> {
     snaps.iter().map(|s| (Group { label: format!("#{}", s.id), experiments: vec![s.id] }, vec![s])).collect()
 }
 
@@ -60,7 +63,7 @@ pub fn by_tag<'a>(
     anchor: &Snapshot,
     tag: &str,
     baseline: Option<&str>,
-) -> Result<(Vec<(Group, Vec<&'a Snapshot>)>, usize)> {
+) -> Result<(Vec<Members<'a>>, usize)> {
     let mut groups: Vec<(Group, Vec<&Snapshot>)> = Vec::new();
     let mut untagged = 0;
     for s in all.iter().filter(|s| s.spec_hash == anchor.spec_hash) {
@@ -103,7 +106,7 @@ pub fn by_tag<'a>(
 /// Compares `variant` (default: the first experiment's baseline) across
 /// `groups`; refuses differing keys unless `mixing` allows them, naming each.
 pub fn compare_across(
-    groups: &[(Group, Vec<&Snapshot>)],
+    groups: &[Members],
     variant: Option<&str>,
     by: Option<&str>,
     theta: Option<f64>,
