@@ -413,3 +413,87 @@ pub fn relabel_runs(runs: Vec<StoredRun>, variant: &str, label: &str) -> Vec<Sto
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::metric::Metric;
+    use crate::record::{RunRecord, RunStatus};
+    use crate::store::NewExperiment;
+
+    /// An experiment with variant config `variant` and runs of `values`.
+    fn experiment(store: &mut Store, variant: &str, workload: &str, values: &[f64]) -> i64 {
+        let e = store
+            .create_experiment(&NewExperiment {
+                name: "h".into(),
+                spec_path: None,
+                spec_text: "x".into(),
+                spec_hash: "h".into(),
+                seed: 1,
+                plan_json: "{}".into(),
+                environment_json: "{}".into(),
+                variants: vec![VariantRow { position: 0, name: "a".into(), config_json: variant.into() }],
+                workloads: vec![WorkloadRow {
+                    position: 0,
+                    label: "w".into(),
+                    kind: "command".into(),
+                    config_json: workload.into(),
+                }],
+            })
+            .unwrap();
+        for (seq, v) in values.iter().enumerate() {
+            let run = RunRecord {
+                seq,
+                variant: "a".into(),
+                workload: "w".into(),
+                status: Some(RunStatus::Ok),
+                metrics: vec![Metric::lower("wall_s", "s", *v)],
+                ..RunRecord::default()
+            };
+            store.record_run(e, &run).unwrap();
+        }
+        store.set_experiment_status(e, "complete").unwrap();
+        e
+    }
+
+    const W: &str = r#"{"params":{"command":"sleep 1"}}"#;
+
+    #[test]
+    fn differences_name_the_keys_and_leave_the_kernel_out() {
+        let mut store = Store::open_in_memory().unwrap();
+        let a = experiment(&mut store, r#"{"kernel":"6.1","mount":"noatime"}"#, W, &[1.0, 1.1]);
+        let b = experiment(&mut store, r#"{"kernel":"6.18","mount":"noatime"}"#, W, &[1.0, 1.1]);
+        let c = experiment(&mut store, r#"{"mount":"relatime"}"#, r#"{"params":{"command":"sleep 2"}}"#, &[1.0]);
+        let [a, b, c] = [a, b, c].map(|id| Snapshot::load(&store, id).unwrap());
+        assert!(differences(&a, &b, "a", &[]).is_empty());
+        let d: Vec<String> = differences(&a, &c, "a", &[]).iter().map(|d| d.to_string()).collect();
+        assert_eq!(
+            d,
+            ["workload w: params.command: \"sleep 1\" vs \"sleep 2\"", "variant a: mount: \"noatime\" vs \"relatime\""]
+        );
+    }
+
+    #[test]
+    fn history_marks_a_step_and_leaves_out_other_configs() {
+        let mut store = Store::open_in_memory().unwrap();
+        for i in 0..12 {
+            let level = if i < 6 { 10.0 } else { 20.0 };
+            let wobble = [0.0, 0.1, -0.1, 0.05, -0.05, 0.02][i % 6];
+            experiment(&mut store, "{}", W, &[level + wobble, level - wobble + 0.03, level + 0.01]);
+        }
+        experiment(&mut store, "{}", r#"{"params":{"command":"other"}}"#, &[5.0, 5.0]);
+        let all = Snapshot::load_all(&store).unwrap();
+        let q =
+            HistoryQuery { workload: "w".into(), metric: "wall_s".into(), reference: Some(12), ..Default::default() };
+        let h = history(&all, &q).unwrap();
+        assert_eq!(h.points.len(), 12);
+        assert_eq!(h.change_points.len(), 1, "{:?}", h.change_points);
+        assert_eq!(h.change_points[0].index, 6);
+        assert!(h.change_points[0].is_regression(false));
+        let newest = history(&all, &HistoryQuery { reference: None, ..q.clone() }).unwrap();
+        assert_eq!(newest.points.len(), 1);
+        assert_eq!(newest.left_out, ["12 experiments with a different workload config"]);
+        let gate = history(&all, &HistoryQuery { exclude_reference: true, ..q }).unwrap();
+        assert_eq!(gate.points.len(), 11);
+    }
+}
