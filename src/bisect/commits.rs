@@ -435,9 +435,31 @@ pub fn bisect_commits(
     let template = std::fs::read_to_string(&cfg.experiment)
         .with_context(|| format!("reading {}", cfg.experiment.display()))
         .map_err(crate::exit::usage)?;
-    // Parsed once with placeholders filled by the user's checkout, to check
-    // the file and pick the defaults.
-    let probe = template.replace("{rev}", &good).replace("{worktree}", &repo.to_string_lossy());
+    let side = |sha: &str, role| Measured {
+        sha: sha.to_string(),
+        role,
+        worktree: None,
+        values: Vec::new(),
+        reused: 0,
+        experiments: Vec::new(),
+    };
+    // The ends' trees are built first: the file may name what the build
+    // makes (a variant's `kernel`), and parsing checks that it exists.
+    let mut trees = Worktrees::new(&repo, &cfg.worktree_base)?;
+    let mut builds = 0;
+    let (mut g, mut bd) = (side(&good, "good"), side(&bad, "bad"));
+    for s in [&mut g, &mut bd] {
+        let wt = trees.add(s.role, &s.sha)?;
+        builds += 1;
+        observer.message(&format!("building the {} end {}", s.role, &s.sha[..12]));
+        if let Built::Failed(why) = build(cfg.build.as_deref(), &wt, &s.sha)? {
+            bail!("the {} end {} does not build: {why}", s.role, &s.sha[..12]);
+        }
+        s.worktree = Some(wt);
+    }
+    // Parsed once for the good end, to check the file and pick the defaults.
+    let good_tree = g.worktree.clone().unwrap_or_default();
+    let probe = template.replace("{rev}", &good).replace("{worktree}", &good_tree.to_string_lossy());
     let probe = experiment::parse(&probe, Some(&cfg.experiment)).map_err(crate::exit::usage)?;
     let variant = cfg.variant.clone().unwrap_or_else(|| probe.baseline.clone());
     if probe.variant(&variant).is_none() {
@@ -464,7 +486,6 @@ pub fn bisect_commits(
         bisect_id(&repo, &good, &bad, &template, &variant, &metric.to_string(), cfg.build.as_deref().unwrap_or(""));
     observer.message(&format!("bisection {id}: {} (good) .. {} (bad), {metric}", &good[..12], &bad[..12]));
 
-    let mut trees = Worktrees::new(&repo, &cfg.worktree_base)?;
     let mut b = Bisector {
         cfg,
         template,
@@ -477,26 +498,10 @@ pub fn bisect_commits(
         runs_done: 0,
         runs_reused: 0,
     };
-    let mut builds = 0;
-    let side = |sha: &str, role| Measured {
-        sha: sha.to_string(),
-        role,
-        worktree: None,
-        values: Vec::new(),
-        reused: 0,
-        experiments: Vec::new(),
-    };
-    let (mut g, mut bd) = (side(&good, "good"), side(&bad, "bad"));
     for s in [&mut g, &mut bd] {
         b.load(s)?;
         s.reused = s.values.len();
         b.runs_reused += s.reused;
-        let wt = trees.add(s.role, &s.sha)?;
-        builds += 1;
-        if let Built::Failed(why) = build(cfg.build.as_deref(), &wt, &s.sha)? {
-            bail!("the {} end {} does not build: {why}", s.role, &s.sha[..12]);
-        }
-        s.worktree = Some(wt);
     }
 
     // The ends first: bad must really be worse.
