@@ -57,6 +57,14 @@ pub struct CommonRunArgs {
     /// Accept a system directory (/, /usr, /var/…, a home directory) as work directory or dir: testbed.
     #[arg(long)]
     allow_system_dir: bool,
+    /// Label the experiment (repeatable), e.g. --tag commit=abc123; kernel, hostname, machine
+    /// and fslab version are recorded automatically (a --tag of the same key replaces them).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag_arg)]
+    tags: Vec<(String, String)>,
+}
+
+fn tag_arg(text: &str) -> std::result::Result<(String, String), String> {
+    fslab::store::parse_tag(text).map_err(|e| e.to_string())
 }
 
 #[derive(Args, Debug)]
@@ -114,6 +122,7 @@ fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: Ru
     }
     opts.workdir = common.workdir.clone();
     opts.allow_system_dir = common.allow_system_dir;
+    opts.tags = common.tags.clone();
     runner::check_privileges(&exp)?;
     fslab::sys::signals::install()?;
     let mut store = Store::open(&db.db).with_context(|| format!("opening {}", db.db.display()))?;

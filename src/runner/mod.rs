@@ -42,6 +42,8 @@ pub struct RunOptions {
     pub device: Option<DeviceOptIn>,
     /// Overrides the experiment's work directory.
     pub workdir: Option<PathBuf>,
+    /// `--tag key=value` labels recorded on the experiment (with the automatic ones).
+    pub tags: Vec<(String, String)>,
 }
 
 /// What happened.
@@ -101,6 +103,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         None => store.create_experiment(&new_experiment(exp, diagnosis, places.environment(exp))?)?,
     };
     let _running = owner::register(store, experiment_id);
+    crate::history::tags::record(store, experiment_id, &opts.tags, &exp.workdir)?;
     let done: HashSet<usize> =
         store.runs(experiment_id)?.into_iter().filter(|r| r.status == RunStatus::Ok).map(|r| r.seq).collect();
 
