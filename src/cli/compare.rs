@@ -132,12 +132,25 @@ fn compare_experiments(store: &Store, args: &CompareArgs, format: Format) -> Res
         result.variant,
         groups.iter().map(|(g, m)| format!("{} ({} exp.)", g.label, m.len())).collect::<Vec<_>>().join(", ")
     );
+    // Each column's places, so columns from different places are marked too.
+    let mut places = fslab::report::places::Places::default();
+    for (g, members) in &groups {
+        for s in members {
+            for (variant, place) in store.variant_places(s.id)? {
+                let column = places.variants.entry(g.label.clone()).or_default();
+                if variant == result.variant && !column.contains(&place) {
+                    column.push(place);
+                }
+            }
+        }
+    }
     let report = CompareReport {
         experiment_id: first.id,
         experiment_name: &name,
         comparison: &result.data,
         runs: &runs,
         hostile: vec![],
+        places,
     };
     output::print(&format.exporter().comparison(&report)?)?;
     Ok(ExitCode::SUCCESS)

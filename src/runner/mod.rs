@@ -103,7 +103,14 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         None => store.create_experiment(&new_experiment(exp, diagnosis, places.environment(exp))?)?,
     };
     let _running = owner::register(store, experiment_id);
-    crate::history::tags::record(store, experiment_id, &opts.tags, &exp.workdir)?;
+    // `kernel` is the host's release; each kernel variant's own is `kernel.<variant>`.
+    let mut tags = opts.tags.clone();
+    for v in &exp.variants {
+        if let Some(k) = &v.kernel {
+            tags.push((format!("kernel.{}", v.name), k.release.clone()));
+        }
+    }
+    crate::history::tags::record(store, experiment_id, &tags, &exp.workdir)?;
     let done: HashSet<usize> =
         store.runs(experiment_id)?.into_iter().filter(|r| r.status == RunStatus::Ok).map(|r| r.seq).collect();
 
