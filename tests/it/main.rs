@@ -9,6 +9,7 @@ mod changepoint;
 mod examples;
 mod experiment;
 mod filemix;
+mod fleet;
 mod fsinternal;
 mod inspect_cli;
 mod iostat_logs;
