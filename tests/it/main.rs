@@ -6,6 +6,7 @@ mod common;
 mod bisect;
 mod blocktrace;
 mod changepoint;
+mod deploy;
 mod examples;
 mod experiment;
 mod filemix;
