@@ -151,6 +151,10 @@ fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: Ru
     if summary.runs_failed > 0 {
         failure_reasons(&store, summary.experiment_id);
     }
+    // A shard's results are part of a campaign: say where the others stand.
+    if let Ok(Some(campaign)) = store.campaign_status(summary.experiment_id) {
+        output::diagnostic(&campaign.describe());
+    }
     // The experiment is stored: a reader that went away (`| head`) changes nothing about how it went.
     match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), Format::Text) {
         Err(e) if output::is_broken_pipe(&e) => output::stdout_gone(),

@@ -46,7 +46,7 @@ impl Drop for Scratch {
 
 /// An experiment of `dir:` testbeds (variants a, b) and `workloads`
 /// command workloads running `command`, `repetitions` rounds.
-fn spec(dir: &Path, repetitions: usize, workloads: usize, command: &str) -> PathBuf {
+fn spec(dir: &Path, repetitions: &str, workloads: usize, command: &str) -> PathBuf {
     let mut text = format!("name = \"fleet\"\nrepetitions = {repetitions}\nworkdir = \"{}\"\n", dir.join("work").display());
     for v in ["a", "b"] {
         std::fs::create_dir_all(dir.join(v)).unwrap();
@@ -114,7 +114,7 @@ fn four_shards_in_parallel_store_the_whole_matrix_once() {
     }
     let dir = common::workdir("fslab-fleet4");
     // 2 variants × 2 workloads × 5 rounds = 20 runs in 10 blocks: shares of 3, 3, 2, 2 blocks.
-    let spec = spec(dir.path(), 5, 2, "true");
+    let spec = spec(dir.path(), "5", 2, "true");
     let children: Vec<Child> = (1..=4).map(|k| shard(&spec, &db.url, k, 4)).collect();
     for (k, child) in children.into_iter().enumerate() {
         ended(&format!("shard {}", k + 1), child.wait_with_output().unwrap());
@@ -145,7 +145,7 @@ fn a_killed_shard_continues_where_it_stopped() {
     }
     let dir = common::workdir("fslab-fleetkill");
     // Shard 1 of 2 owns rounds 0 and 2: four runs of half a second.
-    let spec = spec(dir.path(), 4, 1, "sleep 0.5");
+    let spec = spec(dir.path(), "4", 1, "sleep 0.5");
     let mut first = shard(&spec, &db.url, 1, 2);
     wait_for_runs(&db.url, 1, &mut first);
     first.kill().unwrap();
@@ -172,6 +172,38 @@ fn a_killed_shard_continues_where_it_stopped() {
     let runs = stored(&store, id);
     assert_eq!(runs.keys().copied().collect::<Vec<_>>(), (0..8).collect::<Vec<_>>());
     assert!(runs.values().all(|(s, _)| *s == RunStatus::Ok));
+    assert_eq!(store.experiment(id).unwrap().status, "complete");
+}
+
+#[test]
+fn adaptive_shards_add_rounds_only_in_their_own_slice() {
+    let Some(db) = Scratch::new("adapt") else { return };
+    if !common::root_or_skip() {
+        return;
+    }
+    let dir = common::workdir("fslab-fleetadapt");
+    // One workload: round r is shard (r mod 2) + 1's. Two equal variants of
+    // `true`: the comparison may or may not be decided early; either way
+    // every run must be its owner's and no round may exceed max.
+    let spec = spec(dir.path(), "{ min = 2, max = 7 }", 1, "true");
+    let children: Vec<Child> = (1..=2).map(|k| shard(&spec, &db.url, k, 2)).collect();
+    for (k, child) in children.into_iter().enumerate() {
+        ended(&format!("shard {}", k + 1), child.wait_with_output().unwrap());
+    }
+    let store = Store::open_existing(&db.url).unwrap();
+    let id = store.list_experiments().unwrap()[0].id;
+    let runs = store.runs(id).unwrap();
+    assert!(runs.len() >= 4 && runs.len() <= 14, "{} runs", runs.len());
+    for r in &runs {
+        let owner = r.round % 2 + 1;
+        assert_eq!(store.run_meta(r.id).unwrap().shard, Some(owner), "round {} ran on the wrong shard", r.round);
+        assert!(r.round < 7 && r.seq == r.round * 2 + usize::from(r.variant == "b"), "{r:?}");
+    }
+    // Both fixed rounds are there; extra rounds come in whole blocks.
+    for round in 0..2 {
+        assert_eq!(runs.iter().filter(|r| r.round == round).count(), 2);
+    }
+    assert!(runs.len() % 2 == 0);
     assert_eq!(store.experiment(id).unwrap().status, "complete");
 }
 
@@ -253,7 +285,7 @@ fn a_server_that_goes_away_fails_the_write_and_resume_recovers() {
     }
     let Some(server) = PrivateServer::start() else { return };
     let dir = common::workdir("fslab-fleetgone");
-    let spec = spec(dir.path(), 3, 1, "sleep 0.5");
+    let spec = spec(dir.path(), "3", 1, "sleep 0.5");
     let url = server.url();
     let mut run = fslab(&spec, &url, &[]).spawn().unwrap();
     wait_for_runs(&url, 1, &mut run);
