@@ -16,8 +16,8 @@ use std::sync::OnceLock;
 use anyhow::{anyhow, Result};
 
 use super::owner::Resume;
-use crate::experiment::{Experiment, PlannedRun};
 use crate::exit;
+use crate::experiment::{Experiment, PlannedRun};
 use crate::inspect::machine::Machine;
 use crate::store::{campaign, MetricSeries, NewExperiment, RunContext, Shard, Store};
 
@@ -172,8 +172,7 @@ mod tests {
                     let mine: Vec<PlannedRun> = slice(&e, shard(k, n), planned(&e, 0, e.min_rounds())).collect();
                     assert_eq!(mine.len(), runs_in(&e, shard(k, n), 0, e.min_rounds()), "{order} {k}/{n}");
                     // In plan order: the shard's runs are a subsequence of the plan.
-                    let positions: Vec<usize> =
-                        mine.iter().map(|r| all.iter().position(|a| a == r).unwrap()).collect();
+                    let positions: Vec<usize> = mine.iter().map(|r| all.iter().position(|a| a == r).unwrap()).collect();
                     assert!(positions.windows(2).all(|p| p[0] < p[1]), "{order} {k}/{n}");
                     // Whole blocks: every variant of each (round, workload) it holds.
                     let blocks: BTreeSet<(usize, usize)> = mine.iter().map(|r| (r.round, r.workload)).collect();

@@ -46,8 +46,7 @@ impl HardwareUse {
     /// kernels seen on it.
     pub fn describe(&self) -> String {
         let mut line = self.machines[0].machine.machine.describe();
-        let kernels: Vec<&str> =
-            self.machines[1..].iter().map(|m| m.machine.machine.kernel_release.as_str()).collect();
+        let kernels: Vec<&str> = self.machines[1..].iter().map(|m| m.machine.machine.kernel_release.as_str()).collect();
         if !kernels.is_empty() {
             line.push_str(&format!(", also kernel {}", kernels.join(", ")));
         }
@@ -116,7 +115,9 @@ impl Store {
                     g.runs += m.runs;
                     g.machines.push(m);
                 }
-                None => groups.push(HardwareUse { hardware: m.machine.hardware.clone(), runs: m.runs, machines: vec![m] }),
+                None => {
+                    groups.push(HardwareUse { hardware: m.machine.hardware.clone(), runs: m.runs, machines: vec![m] })
+                }
             }
         }
         Ok(groups)

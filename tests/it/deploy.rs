@@ -40,9 +40,9 @@ fn accepted(what: &str, line: &str, env: &[(&str, String)], cwd: &Path, k: usize
         sudo() { while [ "${1#-}" != "$1" ]; do shift; done; "$@"; }
         eval "$FSLAB_LINE""#,
     ])
-        .current_dir(cwd)
-        .env("FSLAB_BIN", common::fslab_bin())
-        .env("FSLAB_LINE", line);
+    .current_dir(cwd)
+    .env("FSLAB_BIN", common::fslab_bin())
+    .env("FSLAB_LINE", line);
     for var in ["GITHUB_RUN_ID", "GITHUB_RUN_ATTEMPT", "SLURM_ARRAY_JOB_ID", "CI_PIPELINE_ID", "BUILDKITE_BUILD_ID"] {
         c.env_remove(var);
     }
@@ -117,7 +117,9 @@ fn kubernetes_indexed_job() {
         .as_sequence()
         .unwrap()
         .iter()
-        .find(|m| pod["volumes"].as_sequence().unwrap().iter().any(|v| v["name"] == m["name"] && v["configMap"].is_mapping()))
+        .find(|m| {
+            pod["volumes"].as_sequence().unwrap().iter().any(|v| v["name"] == m["name"] && v["configMap"].is_mapping())
+        })
         .expect("the ConfigMap is mounted");
     let mount_path = mount["mountPath"].as_str().unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -161,12 +163,17 @@ fn github_actions_matrix() {
     let docs = yaml_docs(&repo().join("deploy/github-actions/fslab-fleet.yml"));
     let job = &docs[0]["jobs"]["shard"];
     assert_eq!(job["env"]["FSLAB_DB"], "${{ secrets.FSLAB_DB }}", "FSLAB_DB comes from a secret");
-    let shards: Vec<usize> =
-        job["strategy"]["matrix"]["shard"].as_sequence().unwrap().iter().map(|v| v.as_u64().unwrap() as usize).collect();
+    let shards: Vec<usize> = job["strategy"]["matrix"]["shard"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap() as usize)
+        .collect();
     let n = shards.len();
     assert_eq!(shards, (1..=n).collect::<Vec<_>>());
     let steps = job["steps"].as_sequence().unwrap();
-    let run = steps.iter().filter_map(|s| s["run"].as_str()).find(|r| r.contains("fslab run")).expect("a fslab run step");
+    let run =
+        steps.iter().filter_map(|s| s["run"].as_str()).find(|r| r.contains("fslab run")).expect("a fslab run step");
     let mut ids = Vec::new();
     for k in shards {
         let values = [

@@ -47,7 +47,8 @@ impl Drop for Scratch {
 /// An experiment of `dir:` testbeds (variants a, b) and `workloads`
 /// command workloads running `command`, `repetitions` rounds.
 fn spec(dir: &Path, repetitions: &str, workloads: usize, command: &str) -> PathBuf {
-    let mut text = format!("name = \"fleet\"\nrepetitions = {repetitions}\nworkdir = \"{}\"\n", dir.join("work").display());
+    let mut text =
+        format!("name = \"fleet\"\nrepetitions = {repetitions}\nworkdir = \"{}\"\n", dir.join("work").display());
     for v in ["a", "b"] {
         std::fs::create_dir_all(dir.join(v)).unwrap();
         text.push_str(&format!("[[variant]]\nname = \"{v}\"\nfs = \"dir:{}\"\n", dir.join(v).display()));
@@ -162,7 +163,10 @@ fn a_killed_shard_continues_where_it_stopped() {
     assert!(before < 4, "the kill came too late to test anything ({before} runs)");
 
     // The same command again: joins the campaign as shard 1 and runs only what is missing.
-    let err = ended("shard 1 again", fslab(&spec, &db.url, &["--shard", "1/2", "--campaign", "fleet-test"]).output().unwrap());
+    let err = ended(
+        "shard 1 again",
+        fslab(&spec, &db.url, &["--shard", "1/2", "--campaign", "fleet-test"]).output().unwrap(),
+    );
     assert!(err.contains(&format!("{before} already done")), "{err}");
     let status = store.campaign_status(id).unwrap().unwrap();
     assert_eq!(status.describe(), "campaign fleet-test: 1/2 shards complete; missing 2");
@@ -203,7 +207,7 @@ fn adaptive_shards_add_rounds_only_in_their_own_slice() {
     for round in 0..2 {
         assert_eq!(runs.iter().filter(|r| r.round == round).count(), 2);
     }
-    assert!(runs.len() % 2 == 0);
+    assert!(runs.len().is_multiple_of(2));
     assert_eq!(store.experiment(id).unwrap().status, "complete");
 }
 
@@ -254,7 +258,8 @@ impl PrivateServer {
     }
 
     fn up(&self) {
-        let opts = format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", self.port, self.dir.path().display());
+        let opts =
+            format!("-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off", self.port, self.dir.path().display());
         let log = self.dir.path().join("server.log").display().to_string();
         self.as_postgres("pg_ctl", &["-D", &self.data(), "-l", &log, "-w", "-t", "60", "-o", &opts, "start"], true);
     }

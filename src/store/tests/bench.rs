@@ -256,7 +256,12 @@ fn fleet_bench() {
                         r.fs_snapshots.clear();
                         r.notes.clear();
                         let k = (s / 2) % 4;
-                        FullRun::from_record(&r, RunStatus::Ok, Some(&machines[k]), Some(Shard { index: k + 1, count: 4 }))
+                        FullRun::from_record(
+                            &r,
+                            RunStatus::Ok,
+                            Some(&machines[k]),
+                            Some(Shard { index: k + 1, count: 4 }),
+                        )
                     })
                     .collect();
                 store
