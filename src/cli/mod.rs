@@ -5,8 +5,10 @@ mod compare;
 mod inspect;
 mod iostat;
 mod maintenance;
+mod plan;
 mod report;
 mod run;
+mod simulate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -63,6 +65,11 @@ enum Command {
     Iostat(iostat::IostatArgs),
     /// Find which differing setting between a good and a bad variant carries a regression (ddmin).
     BisectOptions(bisect::BisectArgs),
+    /// Runs per variant needed to detect a change, from the noise of earlier results (or a pilot).
+    Plan(plan::PlanArgs),
+    /// Simulate the verdict rules and print their error rates (the evidence behind the statistics docs).
+    #[command(hide = true)]
+    Simulate(simulate::SimulateArgs),
 }
 
 /// Run the chosen subcommand.
@@ -79,5 +86,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Kconfig(args) => inspect::kconfig(args),
         Command::Iostat(args) => iostat::iostat(args),
         Command::BisectOptions(args) => bisect::bisect(args),
+        Command::Plan(args) => plan::plan_cmd(args),
+        Command::Simulate(args) => simulate::simulate(args),
     }
 }

@@ -156,15 +156,21 @@ impl WorkloadConfig {
         }
     }
 
-    /// Metrics adaptive repetition waits on; None means every metric.
-    /// CPU-time side metrics (`user_s`, `sys_s`) and phase splits are
-    /// reported but rarely decisive, so they do not hold an experiment open.
+    /// Metrics adaptive repetition waits on, as patterns of
+    /// [`crate::analysis::is_decisive`] (`*` wildcard, `!` excludes); None
+    /// means every metric. CPU-time side metrics (`user_s`, `sys_s`, fio's
+    /// `usr_cpu_pct`/`sys_cpu_pct`) and phase splits are reported but rarely
+    /// decisive, so they do not hold an experiment open.
     pub fn decisive_metrics(&self) -> Option<&'static [&'static str]> {
         match self.params {
             WorkloadParams::Untar { .. } => Some(&["total_s"]),
-            WorkloadParams::Command { .. } => Some(&["wall_s"]),
+            // wall_s and every metric the command reports itself.
+            WorkloadParams::Command { .. } => Some(&["*", "!user_s", "!sys_s"]),
             WorkloadParams::Metadata { .. } => Some(&["create_files_per_s", "stat_files_per_s", "unlink_files_per_s"]),
-            WorkloadParams::Shell1 { .. } | WorkloadParams::Fio { .. } => None,
+            // Throughput and latency of every job and direction; p99.9 is a
+            // tail too noisy to wait for.
+            WorkloadParams::Fio { .. } => Some(&["*/bw_kib_s", "*/iops", "*/clat_mean_us", "*/clat_p99_us"]),
+            WorkloadParams::Shell1 { .. } => None,
             // Only `filemix-<users>` metrics exist, all decisive.
             WorkloadParams::Filemix { .. } => None,
             // Names carry the reader count (`coldstart-4/total_s`).

@@ -13,7 +13,6 @@ use crate::analysis::{all_decisive, compare_series};
 use crate::experiment::{plan_rounds, Experiment, FsKind, PlannedRun};
 use crate::inspect::environment;
 use crate::record::{RunRecord, RunStatus};
-use crate::stats::CompareConfig;
 use crate::store::{NewExperiment, Store, VariantRow, WorkloadRow};
 use crate::testbed::DeviceOptIn;
 use crate::workload::{self, process};
@@ -90,7 +89,14 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     let done: HashSet<usize> =
         store.runs(experiment_id)?.into_iter().filter(|r| r.status == RunStatus::Ok).map(|r| r.seq).collect();
 
-    let cfg = CompareConfig { alpha: exp.alpha, theta: exp.theta, ..CompareConfig::default() };
+    // Sequential looks for `{ min, max }`: the boundaries keep the error
+    // rates at every look (stats::sequential).
+    let cfg = crate::analysis::compare_config(exp);
+    if exp.max_rounds() > exp.min_rounds() {
+        for line in crate::analysis::reach_notes(store, exp) {
+            observer.message(&format!("note: {line}"));
+        }
+    }
     let mut summary =
         RunSummary { experiment_id, runs_ok: 0, runs_failed: 0, runs_skipped: 0, rounds: 0, interrupted: false };
     let per_round = exp.variants.len() * exp.workloads.len();
@@ -128,14 +134,31 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         if next_round >= exp.max_rounds() {
             break;
         }
-        let rows = compare_series(&store.metric_series(experiment_id)?, &exp.baseline, &cfg);
-        let decisive_metrics =
-            |label: &str| exp.workloads.iter().find(|w| w.label == label).and_then(|w| w.decisive_metrics());
-        if all_decisive(&rows, decisive_metrics) {
-            observer.message(&format!("every comparison is decisive after {next_round} rounds"));
-            break;
+        // The design may only stop at its planned looks (every round unless max − min ≥ 50).
+        let look = cfg.design().filter(|d| d.is_look(next_round)).map(|d| d.look_at(next_round));
+        if let Some(look) = look {
+            let rows = compare_series(&store.metric_series(experiment_id)?, &exp.baseline, &cfg);
+            if look.index == 1 {
+                for line in crate::analysis::reach_notes_from_rows(&rows, exp) {
+                    observer.message(&format!("note: after {next_round} rounds, {line}"));
+                }
+            }
+            let decisive_metrics =
+                |label: &str| exp.workloads.iter().find(|w| w.label == label).and_then(|w| w.decisive_metrics());
+            if all_decisive(&rows, decisive_metrics) {
+                observer.message(&format!(
+                    "every comparison is decisive after {next_round} rounds (look {} of {})",
+                    look.index, look.count
+                ));
+                break;
+            }
+            observer.message(&format!(
+                "round {}: some comparisons are inconclusive at look {} of {}, adding a round",
+                next_round + 1,
+                look.index,
+                look.count
+            ));
         }
-        observer.message(&format!("round {}: some comparisons are inconclusive, adding a round", next_round + 1));
         batch = plan_rounds(exp, next_round, 1);
         observer.extend(batch.len());
     }

@@ -6,27 +6,32 @@
 //! panicking; quantities that are undefined for the given data come back as
 //! `NaN` (serde_json writes those as `null`) or as `None`.
 //!
-//! * [`summarize`]: mmtests-style mean, spread, median, geometric mean and
-//!   flagged (never dropped) outliers.
-//! * [`compare`] / [`compare_family`]: Welch t-test on log values, CI of the
-//!   geometric-mean ratio, Benjamini–Hochberg across a family of metrics,
-//!   exact Mann–Whitney as a rank-based cross-check, and a [`Verdict`] with an
-//!   equivalence band.
-//! * Building blocks: [`welch_t_test`], [`mann_whitney_exact`],
-//!   [`benjamini_hochberg`], [`modified_z_scores`], [`runs_needed`].
+//! RULES-PLACEHOLDER
 
 mod compare;
+mod drift;
 mod mannwhitney;
 mod multiple;
 mod outliers;
+mod robust;
 mod samplesize;
+pub mod sequential;
+pub mod simulate;
 mod summary;
 mod welch;
 
-pub use compare::{compare, compare_family, CompareConfig, CompareMethod, Comparison, Verdict};
+pub use compare::{
+    compare, compare_family, noise_sd, CompareConfig, CompareMethod, Comparison, DecisionRule, Stopping, Verdict,
+};
+pub use drift::{trend, Trend, DRIFT_ALPHA};
 pub use mannwhitney::mann_whitney_exact;
 pub use multiple::benjamini_hochberg;
-pub use outliers::{modified_z_scores, outlier_indices, OUTLIER_Z};
-pub use samplesize::{runs_needed, RUNS_NEEDED_CAP};
+pub use outliers::{max_outliers, modified_z_scores, outlier_indices, OUTLIER_ALPHA, OUTLIER_Z};
+pub use robust::{hodges_lehmann, moses_interval, moses_rank};
+pub use samplesize::{
+    design_power, detectable_change, runs_needed, runs_to_detect, runs_to_show_no_change, RANK_EFFICIENCY,
+    RUNS_NEEDED_ASSURANCE, RUNS_NEEDED_CAP,
+};
+pub use sequential::{Look, SequentialDesign, Spending};
 pub use summary::{summarize, MeanKind, Summary};
 pub use welch::{normal_quantile, t_quantile, welch_t_test, WelchTest};

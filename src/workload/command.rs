@@ -28,11 +28,15 @@ impl Workload for Command {
 
     fn run(&mut self, ctx: &RunContext) -> Result<Vec<Metric>> {
         let outcome = ctx.execute(ctx.shell(&self.command), "command")?;
-        Ok(vec![
+        let mut metrics = vec![
             Metric::lower("wall_s", "s", outcome.wall_s),
             Metric::lower("user_s", "s", outcome.user_s),
             Metric::lower("sys_s", "s", outcome.sys_s),
-        ])
+        ];
+        // `fslab-metric NAME VALUE UNIT higher|lower` lines the command printed.
+        let truncated = outcome.stdout_tail.len() >= super::process::TAIL_BYTES;
+        metrics.extend(super::reported::parse(&outcome.stdout_tail, truncated, &["wall_s", "user_s", "sys_s"])?);
+        Ok(metrics)
     }
 
     fn cleanup(&mut self, ctx: &RunContext) -> Result<()> {

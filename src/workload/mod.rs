@@ -12,6 +12,7 @@ pub mod fio;
 pub mod listing;
 pub mod metadata;
 pub mod process;
+pub mod reported;
 pub mod shell1;
 pub mod untar;
 

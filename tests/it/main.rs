@@ -15,4 +15,5 @@ mod report;
 mod rofs;
 mod spec;
 mod testbed;
+mod verdicts;
 mod workloads;
