@@ -735,15 +735,12 @@ pub fn table_explore(sim: &SimConfig, out: &mut String) {
         cand(Spending::OBrienFleming, Spending::Power(2.0), true, all),
         cand(Spending::OBrienFleming, Spending::Power(1.0), true, all),
         cand(Spending::OBrienFleming, Spending::Pocock, true, all),
-        cand(Spending::Power(3.0), Spending::Power(1.0), true, all),
-        cand(Spending::Power(6.0), Spending::Power(1.0), true, all),
+        cand(Spending::Power(3.0), Spending::Power(2.0), true, all),
+        cand(Spending::Power(6.0), Spending::Power(2.0), true, all),
         cand(Spending::Pocock, Spending::Pocock, true, all),
-        cand(Spending::OBrienFleming, Spending::Power(1.0), false, all),
-        cand(Spending::OBrienFleming, Spending::Power(1.0), true, 8),
-        cand(Spending::OBrienFleming, Spending::Power(1.0), true, 6),
-        cand(Spending::OBrienFleming, Spending::Power(1.0), true, 4),
-        cand(Spending::OBrienFleming, Spending::Power(1.0), true, 3),
-        cand(Spending::OBrienFleming, Spending::OBrienFleming, true, 4),
+        cand(Spending::Power(3.0), Spending::Power(2.0), false, all),
+        cand(Spending::Power(3.0), Spending::Power(2.0), true, 6),
+        cand(Spending::Power(3.0), Spending::Power(2.0), true, 4),
         Rule::ConfidenceSequence,
     ];
     for (min, max) in [(5, 20), (3, 30)] {
@@ -781,8 +778,38 @@ pub fn table_explore(sim: &SimConfig, out: &mut String) {
     }
 }
 
+/// The boundaries themselves for typical designs: the nominal two-sided
+/// levels of the intervals at each look (no simulation).
+pub fn table_boundaries(_sim: &SimConfig, out: &mut String) {
+    for (min, max) in [(5, 20), (3, 30), (10, 30)] {
+        let d = SequentialDesign::standard(min, max, ALPHA);
+        let _ = writeln!(
+            out,
+            "\n{}: {} looks\n\n| n | efficacy z | CI for regressed/improved | equivalence z | CI for no-change |\n| --- | --- | --- | --- | --- |",
+            reps(min, max),
+            d.looks.len()
+        );
+        let shown: Vec<usize> = (0..d.looks.len())
+            .filter(|&i| i < 3 || i + 3 >= d.looks.len() || d.looks[i] % 5 == 0)
+            .collect();
+        for i in shown {
+            let look = d.look_at(d.looks[i]);
+            let _ = writeln!(
+                out,
+                "| {} | {:.3} | {:.4}% | {:.3} | {:.2}% |",
+                d.looks[i],
+                d.efficacy_z[i],
+                100.0 * (1.0 - 2.0 * look.efficacy_level),
+                d.equivalence_z[i],
+                100.0 * (1.0 - 2.0 * look.equivalence_level)
+            );
+        }
+    }
+}
+
 /// Every table, by name, in the order `fslab simulate` prints them.
 pub const TABLES: &[(&str, &str, fn(&SimConfig, &mut String))] = &[
+    ("boundaries", "Sequential boundaries of typical designs", table_boundaries),
     ("optional-stopping", "Adaptive repetition: error rates before and after", table_optional_stopping),
     ("any-design", "Error rates for any {min, max} (after)", table_any_design),
     ("power", "Power and runs: adaptive against fixed max", table_power),
