@@ -209,44 +209,58 @@ fn natural_key(name: &str) -> Vec<(String, u64)> {
     key
 }
 
-/// Whether `metric` matches a workload's decisive-metric patterns: `None`
-/// means every metric; otherwise a metric is decisive when it matches some
-/// pattern and no `!`-pattern. `*` matches any run of characters
-/// (`*/bw_kib_s`: every fio job and direction); other characters match
-/// themselves.
-pub fn is_decisive(patterns: Option<&[&str]>, metric: &str) -> bool {
-    let Some(patterns) = patterns else { return true };
-    let (exclude, include): (Vec<&str>, Vec<&str>) = patterns.iter().partition(|p| p.starts_with('!'));
-    include.iter().any(|p| glob(p, metric)) && !exclude.iter().any(|p| glob(&p[1..], metric))
-}
-
-/// `*`-only glob match.
-fn glob(pattern: &str, text: &str) -> bool {
-    let parts: Vec<&str> = pattern.split('*').collect();
-    if parts.len() == 1 {
-        return pattern == text;
-    }
-    let (first, last) = (parts[0], parts[parts.len() - 1]);
-    if !text.starts_with(first) || text.len() < first.len() + last.len() || !text.ends_with(last) {
-        return false;
-    }
-    let mut rest = &text[first.len()..text.len() - last.len()];
-    for part in &parts[1..parts.len() - 1] {
-        match rest.find(part) {
-            Some(i) => rest = &rest[i + part.len()..],
-            None => return false,
-        }
-    }
-    true
-}
-
 /// True when no row that matters is inconclusive (adaptive repetition may
-/// stop). `decisive_metrics(workload)` gives a workload's patterns (see
-/// [`is_decisive`]); None means all of them.
-pub fn all_decisive<'a>(rows: &[ComparisonRow], decisive_metrics: impl Fn(&str) -> Option<&'a [&'a str]>) -> bool {
-    rows.iter()
-        .filter(|r| is_decisive(decisive_metrics(&r.workload), &r.metric))
-        .all(|r| r.verdict != Verdict::Inconclusive)
+/// stop). `is_decisive(workload, metric)` says whether a row matters.
+pub fn all_decisive(rows: &[ComparisonRow], is_decisive: impl Fn(&str, &str) -> bool) -> bool {
+    rows.iter().filter(|r| is_decisive(&r.workload, &r.metric)).all(|r| r.verdict != Verdict::Inconclusive)
+}
+
+/// What adaptive repetition does after a round.
+#[derive(Debug, PartialEq)]
+pub enum AdaptiveStep {
+    /// Add a round; print these notes first.
+    Continue(Vec<String>),
+    /// Every decisive comparison is decided: stop, printing this.
+    Stop(String),
+}
+
+/// The sequential rule of `{ min, max }` after `rounds` rounds (fewer than
+/// max): the design may only stop at its planned looks (every round unless
+/// max − min ≥ 50, see [`SequentialDesign`]), and at a look it stops when no
+/// decisive metric ([`crate::workload::Kind::is_decisive`]) is inconclusive
+/// at that look's boundary. `series` is read only at a look. At the first
+/// look it also notes what `max` can resolve at the noise seen so far.
+pub fn adaptive_step(
+    exp: &Experiment,
+    cfg: &CompareConfig,
+    rounds: usize,
+    series: impl FnOnce() -> Result<Vec<MetricSeries>>,
+) -> Result<AdaptiveStep> {
+    let Some(look) = cfg.design().filter(|d| d.is_look(rounds)).map(|d| d.look_at(rounds)) else {
+        return Ok(AdaptiveStep::Continue(Vec::new()));
+    };
+    let rows = compare_series(&series()?, &exp.baseline, cfg);
+    let is_decisive = |label: &str, metric: &str| {
+        exp.workloads.iter().find(|w| w.label == label).is_none_or(|w| w.is_decisive(metric))
+    };
+    if all_decisive(&rows, is_decisive) {
+        return Ok(AdaptiveStep::Stop(format!(
+            "every comparison is decisive after {rounds} rounds (look {} of {})",
+            look.index, look.count
+        )));
+    }
+    let mut notes = Vec::new();
+    if look.index == 1 {
+        notes
+            .extend(reach_notes_from_rows(&rows, exp).into_iter().map(|l| format!("note: after {rounds} rounds, {l}")));
+    }
+    notes.push(format!(
+        "round {}: some comparisons are inconclusive at look {} of {}, adding a round",
+        rounds + 1,
+        look.index,
+        look.count
+    ));
+    Ok(AdaptiveStep::Continue(notes))
 }
 
 /// The noise of one metric, pooled over earlier comparable results.
@@ -400,12 +414,7 @@ pub fn plan(exp: &Experiment, noise: &[NoiseEstimate], detect: f64) -> Vec<PlanL
     };
     noise
         .iter()
-        .filter(|n| {
-            exp.workloads
-                .iter()
-                .find(|w| w.label == n.workload)
-                .is_some_and(|w| is_decisive(w.decisive_metrics(), &n.metric))
-        })
+        .filter(|n| exp.workloads.iter().find(|w| w.label == n.workload).is_some_and(|w| w.is_decisive(&n.metric)))
         .map(|n| {
             let line = PlanLine {
                 workload: n.workload.clone(),
@@ -461,11 +470,16 @@ pub fn render_plan(lines: &[PlanLine], power: f64) -> String {
 /// The up-front note of `fslab run`: what `max` can resolve at the noise of
 /// earlier comparable results. Problems reading the store become a note,
 /// never an error (the run does not depend on it).
+/// Empty for fixed repetitions (nothing to decide up front).
 pub fn reach_notes(store: &Store, exp: &Experiment) -> Vec<String> {
-    match stored_noise(store, exp) {
+    if exp.max_rounds() <= exp.min_rounds() {
+        return Vec::new();
+    }
+    let lines = match stored_noise(store, exp) {
         Ok(noise) => plan(exp, &noise, 2.0 * exp.theta).iter().filter_map(|l| l.reach_warning(exp.theta)).collect(),
         Err(e) => vec![format!("could not read earlier results for planning: {e:#}")],
-    }
+    };
+    lines.into_iter().map(|l| format!("note: {l}")).collect()
 }
 
 /// The same note from the rows of the first look (the noise observed so far).
@@ -503,17 +517,17 @@ mod tests {
     }
 
     #[test]
-    fn decisive_patterns() {
-        let fio: &[&str] = &["*/bw_kib_s", "*/iops"];
-        assert!(is_decisive(Some(fio), "job/read/bw_kib_s"));
-        assert!(is_decisive(Some(fio), "a.2/write/iops"));
-        assert!(!is_decisive(Some(fio), "job/usr_cpu_pct"));
-        let command: &[&str] = &["*", "!user_s", "!sys_s"];
-        assert!(is_decisive(Some(command), "wall_s") && is_decisive(Some(command), "score"));
-        assert!(!is_decisive(Some(command), "user_s") && !is_decisive(Some(command), "sys_s"));
-        assert!(is_decisive(None, "anything"));
-        assert!(is_decisive(Some(&["total_s"]), "total_s") && !is_decisive(Some(&["total_s"]), "x/total_s"));
-        assert!(glob("a*b*c", "aXXbYYc") && !glob("a*b*c", "aXXc") && glob("*", "") && !glob("ab*ba", "aba"));
+    fn decisive_metrics_come_from_the_kind() {
+        let text = "name = \"d\"\n[[variant]]\nname = \"a\"\nfs = \"dir:/tmp\"\n\
+                    [[workload]]\nkind = \"command\"\ncommand = \"true\"\n\
+                    [[workload]]\nkind = \"fio\"\njob = { rw = \"read\", size = \"1M\" }\n";
+        let exp = crate::experiment::parse(text, None).unwrap();
+        let (command, fio) = (&exp.workloads[0], &exp.workloads[1]);
+        // Metrics the command reports itself decide; its CPU times do not.
+        assert!(command.is_decisive("wall_s") && command.is_decisive("score"));
+        assert!(!command.is_decisive("user_s") && !command.is_decisive("sys_s"));
+        assert!(fio.is_decisive("job/read/bw_kib_s") && fio.is_decisive("job/read/clat_p99_us"));
+        assert!(!fio.is_decisive("job/usr_cpu_pct") && !fio.is_decisive("job/sys_cpu_pct"));
     }
 
     fn series(variant: &str, values: &[f64]) -> MetricSeries {

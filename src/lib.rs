@@ -9,27 +9,39 @@
 //! * [`monitor`]: samplers beside a run (diskstats → iostat metrics, CPU).
 //! * [`store`]: the SQLite file results live in.
 //! * [`stats`]: summaries, A/B comparisons and verdicts.
-//! * [`report`]: tables and exports.
+//! * [`report`]: every output format (terminal table, JSON, CSV, Markdown, HTML).
+//! * [`human`]: how numbers, units and p-values are written for people.
+//! * [`output`]: standard output and error that survive a closed pipe.
+//! * [`exit`]: the exit status of every command, in one place.
 //! * [`inspect`]: the environment a run happened in.
 //! * [`runner`]: wires the stages together for one experiment.
+//! * [`kernel`], [`vm`]: kernels under test, booted in virtual machines.
+//! * [`sys`]: what fslab asks of the host OS (tools, signals, markers), at the bottom.
 //!
 //! The `fslab` binary is a thin command-line layer over these modules.
 
 pub mod analysis;
 pub mod bisect;
+pub mod exit;
 pub mod experiment;
 pub mod fsinternal;
+pub mod human;
 pub mod inspect;
 pub mod iostatlog;
+pub mod kernel;
+pub mod keys;
 pub mod metric;
 pub mod monitor;
+pub mod output;
 pub mod record;
 pub mod report;
 pub mod runner;
 pub mod stats;
 pub mod store;
+pub mod sys;
 pub mod testbed;
 #[doc(hidden)]
 pub mod testsupport;
 pub mod units;
+pub mod vm;
 pub mod workload;

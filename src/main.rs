@@ -6,14 +6,23 @@ mod cli;
 use std::process::ExitCode;
 
 use clap::Parser;
+use fslab::{exit, output};
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     match cli::dispatch(args) {
         Ok(code) => code,
+        // The reader of our output went away (`fslab … | head`): not a failure.
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("fslab: error: {e:#}");
-            ExitCode::FAILURE
+            let status = exit::classify(&e);
+            let hint = if fslab::testbed::space::is_no_space(&e) {
+                " (a filesystem fslab writes to is full: free space, or use --workdir on a larger filesystem)"
+            } else {
+                ""
+            };
+            output::diagnostic(&format!("fslab: error: {e:#}{hint}"));
+            status.into()
         }
     }
 }

@@ -134,23 +134,35 @@ fn opt<T: ToString>(v: &Option<T>) -> Option<String> {
 /// Every atomic difference from `good` to `bad`, in a stable order: mount
 /// options, mkfs groups, sysfs, throttle, read_ahead_kb, scheduler, size.
 pub fn split(good: &VariantConfig, bad: &VariantConfig) -> Result<Vec<Change>> {
-    if good.fs != bad.fs {
+    if good.testbed.fs != bad.testbed.fs {
         bail!(
             "variants `{}` ({}) and `{}` ({}) use different filesystems; bisect-options only splits settings of one filesystem",
-            good.name, good.fs, bad.name, bad.fs
+            good.name, good.testbed.fs, bad.name, bad.testbed.fs
+        );
+    }
+    if good.kernel != bad.kernel || good.vm != bad.vm {
+        let place = |v: &VariantConfig| v.kernel.as_ref().map_or("the host".to_string(), |k| k.release.clone());
+        bail!(
+            "variants `{}` ({}) and `{}` ({}) run on different kernels or VMs; bisect-options only splits testbed \
+             settings (bisect kernels by commit with `fslab bisect-commits`)",
+            good.name,
+            place(good),
+            bad.name,
+            place(bad)
         );
     }
     let mut out = Vec::new();
     let single = |m: Vec<(String, String)>| m.into_iter().map(|(k, t)| (k, vec![t])).collect::<Vec<_>>();
     out.extend(keyed_changes(
         ChangeKind::MountOption,
-        &single(mount_tokens(&good.mount)),
-        &single(mount_tokens(&bad.mount)),
+        &single(mount_tokens(&good.testbed.mount)),
+        &single(mount_tokens(&bad.testbed.mount)),
     ));
-    out.extend(keyed_changes(ChangeKind::Mkfs, &mkfs_groups(&good.mkfs), &mkfs_groups(&bad.mkfs)));
-    let sysfs = |v: &VariantConfig| v.sysfs.iter().map(|(k, x)| (k.clone(), vec![x.clone()])).collect::<Vec<_>>();
+    out.extend(keyed_changes(ChangeKind::Mkfs, &mkfs_groups(&good.testbed.mkfs), &mkfs_groups(&bad.testbed.mkfs)));
+    let sysfs =
+        |v: &VariantConfig| v.testbed.sysfs.iter().map(|(k, x)| (k.clone(), vec![x.clone()])).collect::<Vec<_>>();
     out.extend(keyed_changes(ChangeKind::Sysfs, &sysfs(good), &sysfs(bad)));
-    let (gt, bt) = (&good.throttle, &bad.throttle);
+    let (gt, bt) = (&good.testbed.throttle, &bad.testbed.throttle);
     for (key, g, b) in [
         ("read_bps", opt(&gt.read_bps), opt(&bt.read_bps)),
         ("write_bps", opt(&gt.write_bps), opt(&bt.write_bps)),
@@ -161,19 +173,29 @@ pub fn split(good: &VariantConfig, bad: &VariantConfig) -> Result<Vec<Change>> {
             out.push(Change::new(ChangeKind::Throttle, key, g, b));
         }
     }
-    if good.read_ahead_kb != bad.read_ahead_kb {
+    if good.testbed.read_ahead_kb != bad.testbed.read_ahead_kb {
         out.push(Change::new(
             ChangeKind::ReadAheadKb,
             "read_ahead_kb",
-            opt(&good.read_ahead_kb),
-            opt(&bad.read_ahead_kb),
+            opt(&good.testbed.read_ahead_kb),
+            opt(&bad.testbed.read_ahead_kb),
         ));
     }
-    if good.scheduler != bad.scheduler {
-        out.push(Change::new(ChangeKind::Scheduler, "scheduler", good.scheduler.clone(), bad.scheduler.clone()));
+    if good.testbed.scheduler != bad.testbed.scheduler {
+        out.push(Change::new(
+            ChangeKind::Scheduler,
+            "scheduler",
+            good.testbed.scheduler.clone(),
+            bad.testbed.scheduler.clone(),
+        ));
     }
-    if good.size != bad.size {
-        out.push(Change::new(ChangeKind::Size, "size", Some(good.size.to_string()), Some(bad.size.to_string())));
+    if good.testbed.size != bad.testbed.size {
+        out.push(Change::new(
+            ChangeKind::Size,
+            "size",
+            Some(good.testbed.size.to_string()),
+            Some(bad.testbed.size.to_string()),
+        ));
     }
     Ok(out)
 }
@@ -192,55 +214,46 @@ pub fn apply(good: &VariantConfig, bad: &VariantConfig, changes: &[&Change], nam
         (None, false) => {}
     };
     let mut mount: Vec<(String, Vec<String>)> =
-        mount_tokens(&good.mount).into_iter().map(|(k, t)| (k, vec![t])).collect();
-    let mut mkfs = mkfs_groups(&good.mkfs);
+        mount_tokens(&good.testbed.mount).into_iter().map(|(k, t)| (k, vec![t])).collect();
+    let mut mkfs = mkfs_groups(&good.testbed.mkfs);
     for c in changes {
         match c.kind {
             ChangeKind::MountOption => set_keyed(&mut mount, c),
             ChangeKind::Mkfs => set_keyed(&mut mkfs, c),
             ChangeKind::Sysfs => {
-                let pos = v.sysfs.iter().position(|(k, _)| *k == c.key);
+                let pos = v.testbed.sysfs.iter().position(|(k, _)| *k == c.key);
                 match (pos, &c.bad) {
-                    (Some(i), Some(b)) => v.sysfs[i].1 = b.clone(),
-                    (Some(i), None) => drop(v.sysfs.remove(i)),
-                    (None, Some(b)) => v.sysfs.push((c.key.clone(), b.clone())),
+                    (Some(i), Some(b)) => v.testbed.sysfs[i].1 = b.clone(),
+                    (Some(i), None) => drop(v.testbed.sysfs.remove(i)),
+                    (None, Some(b)) => v.testbed.sysfs.push((c.key.clone(), b.clone())),
                     (None, None) => {}
                 }
             }
             ChangeKind::Throttle => match c.key.as_str() {
-                "read_bps" => v.throttle.read_bps = bad.throttle.read_bps,
-                "write_bps" => v.throttle.write_bps = bad.throttle.write_bps,
-                "read_iops" => v.throttle.read_iops = bad.throttle.read_iops,
-                _ => v.throttle.write_iops = bad.throttle.write_iops,
+                "read_bps" => v.testbed.throttle.read_bps = bad.testbed.throttle.read_bps,
+                "write_bps" => v.testbed.throttle.write_bps = bad.testbed.throttle.write_bps,
+                "read_iops" => v.testbed.throttle.read_iops = bad.testbed.throttle.read_iops,
+                _ => v.testbed.throttle.write_iops = bad.testbed.throttle.write_iops,
             },
-            ChangeKind::ReadAheadKb => v.read_ahead_kb = bad.read_ahead_kb,
-            ChangeKind::Scheduler => v.scheduler = bad.scheduler.clone(),
-            ChangeKind::Size => v.size = Bytes(bad.size.0),
+            ChangeKind::ReadAheadKb => v.testbed.read_ahead_kb = bad.testbed.read_ahead_kb,
+            ChangeKind::Scheduler => v.testbed.scheduler = bad.testbed.scheduler.clone(),
+            ChangeKind::Size => v.testbed.size = Bytes(bad.testbed.size.0),
         }
     }
-    v.mount = mount.into_iter().flat_map(|(_, t)| t).collect::<Vec<_>>().join(",");
-    v.mkfs = mkfs.into_iter().flat_map(|(_, t)| t).collect();
+    v.testbed.mount = mount.into_iter().flat_map(|(_, t)| t).collect::<Vec<_>>().join(",");
+    v.testbed.mkfs = mkfs.into_iter().flat_map(|(_, t)| t).collect();
     v
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::experiment::{FsKind, Throttle};
+    use crate::experiment::{FsKind, TestbedConfig};
 
     fn variant(name: &str) -> VariantConfig {
-        VariantConfig {
-            name: name.into(),
-            fs: FsKind::Ext4,
-            size: Bytes(256 << 20),
-            mkfs: vec![],
-            mount: String::new(),
-            throttle: Throttle::default(),
-            read_ahead_kb: None,
-            scheduler: None,
-            sysfs: vec![],
-            image: None,
-        }
+        let mut testbed = TestbedConfig::new(FsKind::Ext4);
+        testbed.size = Bytes(256 << 20);
+        VariantConfig { name: name.into(), testbed, kernel: None, vm: None }
     }
 
     fn strings(v: &[&str]) -> Vec<String> {
@@ -260,19 +273,19 @@ mod tests {
     #[test]
     fn split_finds_each_atomic_difference_and_apply_rebuilds_bad() {
         let mut good = variant("good");
-        good.mount = "relatime,commit=5,data=ordered".into();
-        good.mkfs = strings(&["-E", "lazy_itable_init=0", "-b", "4096"]);
-        good.sysfs = vec![("mb_max_to_scan".into(), "200".into())];
-        good.throttle.write_iops = Some(500);
+        good.testbed.mount = "relatime,commit=5,data=ordered".into();
+        good.testbed.mkfs = strings(&["-E", "lazy_itable_init=0", "-b", "4096"]);
+        good.testbed.sysfs = vec![("mb_max_to_scan".into(), "200".into())];
+        good.testbed.throttle.write_iops = Some(500);
         let mut bad = good.clone();
         bad.name = "bad".into();
-        bad.mount = "noatime,commit=30,data=ordered".into();
-        bad.mkfs = strings(&["-E", "lazy_itable_init=1", "-b", "4096", "-I", "128"]);
-        bad.sysfs = vec![("mb_max_to_scan".into(), "2000".into()), ("mb_stats".into(), "1".into())];
-        bad.throttle.write_bps = Some(Bytes(8 << 20));
-        bad.throttle.write_iops = None;
-        bad.read_ahead_kb = Some(16);
-        bad.scheduler = Some("none".into());
+        bad.testbed.mount = "noatime,commit=30,data=ordered".into();
+        bad.testbed.mkfs = strings(&["-E", "lazy_itable_init=1", "-b", "4096", "-I", "128"]);
+        bad.testbed.sysfs = vec![("mb_max_to_scan".into(), "2000".into()), ("mb_stats".into(), "1".into())];
+        bad.testbed.throttle.write_bps = Some(Bytes(8 << 20));
+        bad.testbed.throttle.write_iops = None;
+        bad.testbed.read_ahead_kb = Some(16);
+        bad.testbed.scheduler = Some("none".into());
 
         let changes = split(&good, &bad).unwrap();
         let described: Vec<(ChangeKind, &str)> = changes.iter().map(|c| (c.kind, c.key.as_str())).collect();
@@ -303,18 +316,18 @@ mod tests {
         let all: Vec<&Change> = changes.iter().collect();
         let full = apply(&good, &bad, &all, "bad");
         assert_eq!(split(&full, &bad).unwrap(), vec![]);
-        let mut opts: Vec<&str> = full.mount.split(',').collect();
+        let mut opts: Vec<&str> = full.testbed.mount.split(',').collect();
         opts.sort();
         assert_eq!(opts, ["commit=30", "data=ordered", "noatime"]);
-        assert_eq!(full.mkfs, bad.mkfs);
+        assert_eq!(full.testbed.mkfs, bad.testbed.mkfs);
 
         // One change alone touches only its setting.
         let only = apply(&good, &bad, &[&changes[7]], "t");
-        assert_eq!(only.throttle.write_bps, Some(Bytes(8 << 20)));
-        assert_eq!(only.throttle.write_iops, Some(500));
-        assert_eq!(only.mount, good.mount);
+        assert_eq!(only.testbed.throttle.write_bps, Some(Bytes(8 << 20)));
+        assert_eq!(only.testbed.throttle.write_iops, Some(500));
+        assert_eq!(only.testbed.mount, good.testbed.mount);
         let mount_only = apply(&good, &bad, &[&changes[1]], "m");
-        assert_eq!(mount_only.mount, "relatime,commit=30,data=ordered");
+        assert_eq!(mount_only.testbed.mount, "relatime,commit=30,data=ordered");
     }
 
     #[test]
@@ -322,7 +335,7 @@ mod tests {
         let good = variant("a");
         assert!(split(&good, &variant("b")).unwrap().is_empty());
         let mut xfs = variant("b");
-        xfs.fs = FsKind::Xfs;
+        xfs.testbed.fs = FsKind::Xfs;
         assert!(split(&good, &xfs).unwrap_err().to_string().contains("different filesystems"));
     }
 }

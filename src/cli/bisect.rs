@@ -10,10 +10,11 @@ use super::DbArg;
 use fslab::bisect::{self, BisectConfig, MetricRef, Status};
 use fslab::experiment;
 use fslab::experiment::PlannedRun;
+use fslab::output;
 use fslab::record::RunRecord;
+use fslab::report::{render_plain, Format};
 use fslab::runner::{self, progress::Console, Observer, RunOptions};
 use fslab::store::Store;
-use fslab::workload::process;
 
 #[derive(Args, Debug)]
 pub struct BisectArgs {
@@ -39,8 +40,11 @@ pub struct BisectArgs {
     workdir: Option<PathBuf>,
     #[command(flatten)]
     db: DbArg,
-    /// Print the report as JSON on stdout.
-    #[arg(long)]
+    /// Output format of the result on stdout.
+    #[arg(long, value_parser = super::formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
 }
 
@@ -56,7 +60,7 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
         }
     }
     runner::check_privileges(&exp)?;
-    process::install_signal_handlers()?;
+    fslab::sys::signals::install()?;
     let mut store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
     let cfg = BisectConfig {
         good: args.good,
@@ -67,22 +71,19 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
     };
     let mut console = PerExperiment(Console::new());
     let report = bisect::bisect(&exp, &cfg, &mut store, &mut console)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{}", bisect::render_text(&report));
-    }
-    eprintln!("results in {}", args.db.db.display());
+    let text = render_plain(super::chosen(args.format, args.json), "a bisect result", &report, bisect::render_text)?;
+    output::print(&text)?;
+    output::diagnostic(&format!("results in {}", args.db.db.display()));
     Ok(match report.status {
         Status::Found => ExitCode::SUCCESS,
         Status::NotReproduced => {
-            eprintln!(
+            output::diagnostic(&format!(
                 "bisect-options: `{}` is not regressed against `{}` on {} ({}); nothing to bisect",
                 report.bad,
                 report.good,
                 report.metric,
                 report.confirmation.verdict.map_or("no verdict".to_string(), |v| v.to_string())
-            );
+            ));
             ExitCode::from(NOT_REPRODUCED)
         }
     })

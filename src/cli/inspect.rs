@@ -4,9 +4,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::{Args, Subcommand};
+use clap::{Args, Subcommand, ValueEnum};
 
+use super::{chosen, formats};
 use fslab::inspect::{builtin_rules, doctor, kconfig_diff, Facts, KernelConfig};
+use fslab::output;
+use fslab::report::{render_plain, Format};
 
 #[derive(Args, Debug)]
 pub struct DoctorArgs {
@@ -24,28 +27,52 @@ pub struct DoctorArgs {
     /// Filesystem type for offline mode.
     #[arg(long, requires = "kconfig")]
     fs: Option<String>,
-    /// Print the report as JSON.
-    #[arg(long)]
+    /// Storage the filesystem is on, for offline mode.
+    #[arg(long, value_enum, requires = "kconfig")]
+    device_kind: Option<DeviceKindArg>,
+    /// Filesystem size for offline mode (e.g. 32GiB): ext4's block-group count is estimated from it.
+    #[arg(long, value_name = "SIZE", requires = "kconfig")]
+    fs_size: Option<String>,
+    /// Output format.
+    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
+}
+
+/// `--device-kind`.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum DeviceKindArg {
+    Sdcard,
+    Emmc,
+    Hdd,
+    Ssd,
 }
 
 pub fn doctor_cmd(args: DoctorArgs) -> Result<ExitCode> {
     let facts = match &args.kconfig {
-        Some(kconfig) => Facts::offline(
-            Some(kconfig),
-            args.kernel_release.as_deref(),
-            args.mount_options.as_deref(),
-            args.fs.as_deref(),
-        )?,
+        Some(kconfig) => {
+            let mut facts = Facts::offline(
+                Some(kconfig),
+                args.kernel_release.as_deref(),
+                args.mount_options.as_deref(),
+                args.fs.as_deref(),
+            )?;
+            if let Some(kind) = args.device_kind {
+                let name = kind.to_possible_value().map(|v| v.get_name().to_string()).unwrap_or_default();
+                facts.set("device.kind", &name).map_err(|e| anyhow::anyhow!("--device-kind: {e}"))?;
+            }
+            if let Some(size) = &args.fs_size {
+                facts.set("fs.size", size).map_err(|e| anyhow::anyhow!("--fs-size: {e}"))?;
+            }
+            facts
+        }
         None => Facts::gather(args.path.as_deref())?,
     };
     let rules = builtin_rules().map_err(|e| anyhow::anyhow!("{e}"))?;
     let report = doctor(&facts, &rules);
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print!("{report}");
-    }
+    output::print(&render_plain(chosen(args.format, args.json), "a doctor report", &report, |r| r.to_string())?)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -64,22 +91,22 @@ enum KconfigCommand {
         /// Only performance-relevant options.
         #[arg(long)]
         only_perf: bool,
-        #[arg(long)]
+        /// Output format.
+        #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
+        format: Format,
+        /// Same as `--format json`.
+        #[arg(long, hide = true, conflicts_with = "format")]
         json: bool,
     },
 }
 
 pub fn kconfig(args: KconfigArgs) -> Result<ExitCode> {
     match args.command {
-        KconfigCommand::Diff { a, b, only_perf, json } => {
+        KconfigCommand::Diff { a, b, only_perf, format, json } => {
             let a = KernelConfig::from_file(&a).with_context(|| format!("reading {}", a.display()))?;
             let b = KernelConfig::from_file(&b).with_context(|| format!("reading {}", b.display()))?;
             let diff = kconfig_diff(&a, &b, only_perf);
-            if json {
-                println!("{}", serde_json::to_string_pretty(&diff)?);
-            } else {
-                print!("{diff}");
-            }
+            output::print(&render_plain(chosen(format, json), "a kconfig diff", &diff, |d| d.to_string())?)?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -9,9 +9,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 
-use fslab::iostatlog::{self, FirstReport, IostatLog, SummaryOptions};
+use super::{chosen, formats};
+use fslab::iostatlog::{self, FirstReport, ParseIssue, SummaryOptions};
+use fslab::output;
+use fslab::report::json::pretty;
+use fslab::report::{render_plain, Format};
 
 /// `fslab iostat …`
 #[derive(Args, Debug)]
@@ -47,13 +51,10 @@ struct ReportLogsArgs {
 }
 
 fn report(args: ReportLogsArgs) -> Result<ExitCode> {
-    let mut logs = Vec::new();
-    for path in &args.logs {
-        logs.push((path.display().to_string(), read_log(path, &args.read)?));
-    }
-    let html = iostatlog::report::render_html(&logs);
+    let paths: Vec<&Path> = args.logs.iter().map(PathBuf::as_path).collect();
+    let html = iostatlog::report::render_files(&paths, args.read.lenient, &mut warn_skipped)?;
     std::fs::write(&args.output, html).with_context(|| format!("writing {}", args.output.display()))?;
-    eprintln!("wrote {}", args.output.display());
+    output::diagnostic(&format!("wrote {}", args.output.display()));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -92,7 +93,11 @@ impl SummaryArgs {
         if let Some(i) = self.interval {
             anyhow::ensure!(i.is_finite() && i > 0.0, "--interval must be a positive number of seconds");
         }
-        anyhow::ensure!(self.util_threshold.is_finite(), "--util-threshold must be a number");
+        anyhow::ensure!(
+            (0.0..=100.0).contains(&self.util_threshold),
+            "--util-threshold {}: %util is a percentage, give 0 to 100",
+            self.util_threshold
+        );
         Ok(SummaryOptions {
             util_threshold: self.util_threshold,
             window_s: self.window,
@@ -102,19 +107,14 @@ impl SummaryArgs {
     }
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum RowFormat {
-    Json,
-    Csv,
-}
-
 #[derive(Args, Debug)]
 struct ParseArgs {
     /// iostat log files.
     #[arg(required = true)]
     logs: Vec<PathBuf>,
-    #[arg(long, value_enum, default_value_t = RowFormat::Json)]
-    format: RowFormat,
+    /// json: every file with its samples; csv: one row per sample.
+    #[arg(long, value_parser = formats(&[Format::Json, Format::Csv]), default_value = "json")]
+    format: Format,
     #[command(flatten)]
     read: ReadOpts,
 }
@@ -124,8 +124,11 @@ struct SummarizeArgs {
     /// iostat log files.
     #[arg(required = true)]
     logs: Vec<PathBuf>,
-    /// Print JSON (`{"files":[{"path":…,"devices":[…]}]}`).
-    #[arg(long)]
+    /// Output format; json is `{"files":[{"path":…,"devices":[…]}]}`.
+    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
     #[command(flatten)]
     summary: SummaryArgs,
@@ -140,8 +143,11 @@ struct CompareLogsArgs {
     /// Only this device (default: same names; a single device per log is paired whatever its name).
     #[arg(long)]
     device: Option<String>,
-    /// Print JSON.
-    #[arg(long)]
+    /// Output format.
+    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
     #[command(flatten)]
     summary: SummaryArgs,
@@ -177,108 +183,40 @@ pub fn iostat(args: IostatArgs) -> Result<ExitCode> {
     }
 }
 
-/// Parse one file, printing lenient-mode warnings with file and line.
-fn read_log(path: &Path, opts: &ReadOpts) -> Result<IostatLog> {
-    let log = iostatlog::parse_file(path, opts.lenient)?;
-    for w in &log.warnings {
-        eprintln!("warning: {}:{}: skipped: {}", path.display(), w.line, w.message);
-    }
-    Ok(log)
-}
-
-/// Writes to stdout; a closed pipe (`| head`) is not an error.
-fn emit(text: &str) -> Result<()> {
-    ignore_broken_pipe(std::io::stdout().lock().write_all(text.as_bytes()))
-}
-
-fn ignore_broken_pipe(r: std::io::Result<()>) -> Result<()> {
-    match r {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        r => Ok(r?),
-    }
-}
-
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
+/// A lenient-mode skipped line, with file and line, as it is read.
+fn warn_skipped(path: &Path, w: &ParseIssue) {
+    output::diagnostic(&format!("warning: {}:{}: skipped: {}", path.display(), w.line, w.message));
 }
 
 fn parse(args: ParseArgs) -> Result<ExitCode> {
-    let mut files = Vec::new();
-    for p in &args.logs {
-        files.push((p.display().to_string(), read_log(p, &args.read)?));
+    // Rows are written as they are read: memory does not grow with the logs.
+    let paths: Vec<&Path> = args.logs.iter().map(PathBuf::as_path).collect();
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let written = match args.format {
+        Format::Csv => iostatlog::rows::write_csv(&paths, args.read.lenient, &mut out, &mut warn_skipped),
+        _ => iostatlog::rows::write_json(&paths, args.read.lenient, &mut out, &mut warn_skipped),
+    };
+    let written = written.and_then(|()| Ok(std::io::Write::flush(&mut out)?));
+    match written {
+        Err(e) if output::is_broken_pipe(&e) => output::stdout_gone(),
+        r => r?,
     }
-    let mut out: Vec<u8> = Vec::new();
-    match args.format {
-        RowFormat::Json => {
-            let files: Vec<_> = files
-                .iter()
-                .map(|(path, log)| {
-                    serde_json::json!({
-                        "path": path, "banner": log.banner, "layout": log.layout, "unit": log.unit,
-                        "reports": log.reports, "samples": log.samples,
-                    })
-                })
-                .collect();
-            serde_json::to_writer_pretty(&mut out, &serde_json::json!({ "files": files }))?;
-            writeln!(out)?;
-        }
-        RowFormat::Csv => {
-            writeln!(
-                out,
-                "path,report,time,t_s,device,r_s,w_s,rkb_s,wkb_s,rareq_kb,wareq_kb,aqu_sz,r_await,w_await,util_pct"
-            )?;
-            let o = |v: Option<f64>| v.map(|x| x.to_string()).unwrap_or_default();
-            for (path, log) in &files {
-                for s in &log.samples {
-                    writeln!(
-                        out,
-                        "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-                        csv_field(path),
-                        s.report,
-                        csv_field(s.time.as_deref().unwrap_or("")),
-                        o(s.t_s),
-                        csv_field(&s.device),
-                        o(s.r_s),
-                        o(s.w_s),
-                        s.rkb_s,
-                        s.wkb_s,
-                        o(s.rareq_kb),
-                        o(s.wareq_kb),
-                        o(s.aqu_sz),
-                        o(s.r_await),
-                        o(s.w_await),
-                        o(s.util_pct)
-                    )?;
-                }
-            }
-        }
-    }
-    ignore_broken_pipe(std::io::stdout().lock().write_all(&out))?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn summaries(paths: &[&PathBuf], args: &SummaryArgs) -> Result<Vec<iostatlog::FileSummary>> {
     let opts = args.options()?;
-    paths
-        .iter()
-        .map(|p| {
-            let log = read_log(p, &args.read)?;
-            Ok(iostatlog::summarize(&p.display().to_string(), &log, &opts))
-        })
-        .collect()
+    paths.iter().map(|p| iostatlog::summarize_file(p, &opts, args.read.lenient, &mut |w| warn_skipped(p, w))).collect()
 }
 
 fn summarize(args: SummarizeArgs) -> Result<ExitCode> {
     let files = summaries(&args.logs.iter().collect::<Vec<_>>(), &args.summary)?;
-    if args.json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&serde_json::json!({ "files": files }))?))?;
-    } else {
-        emit(&iostatlog::render_summaries(&files))?;
-    }
+    let format = chosen(args.format, args.json);
+    let text = match format {
+        Format::Json => pretty(&serde_json::json!({ "files": files }))?,
+        other => render_plain(other, "iostat summaries", &files, |f| iostatlog::render_summaries(f))?,
+    };
+    output::print(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -288,11 +226,12 @@ fn compare(args: CompareLogsArgs) -> Result<ExitCode> {
     if c.devices.is_empty() {
         bail!("no device appears in both logs ({})", c.unpaired.join("; "));
     }
-    if args.json {
-        emit(&format!("{}\n", serde_json::to_string_pretty(&c)?))?;
-    } else {
-        emit(&iostatlog::render_comparison(&c))?;
-    }
+    output::print(&render_plain(
+        chosen(args.format, args.json),
+        "an iostat comparison",
+        &c,
+        iostatlog::render_comparison,
+    )?)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -6,11 +6,13 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::DbArg;
-use fslab::experiment::DEFAULT_WORKDIR;
-use fslab::report::exporter;
-use fslab::store::Store;
+use super::{chosen, formats, DbArg};
+use fslab::output;
+use fslab::report::Format;
+use fslab::store::{ExperimentMeta, ExperimentSummary};
 use fslab::testbed::cleanup::cleanup as cleanup_stale;
+use fslab::testbed::workdirs;
+use serde::Serialize;
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
@@ -19,22 +21,21 @@ pub struct ExportArgs {
     /// Experiment id (default: the newest).
     #[arg(long)]
     experiment: Option<i64>,
-    /// json or csv.
-    #[arg(long, default_value = "json")]
-    format: String,
+    /// json: the experiment and every run; csv: one row per run × metric.
+    #[arg(long, value_parser = formats(&[Format::Json, Format::Csv]), default_value = "json")]
+    format: Format,
     /// Write here instead of standard output.
     #[arg(short, long)]
     output: Option<PathBuf>,
 }
 
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
-    let exporter = exporter(&args.format)?;
-    let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let store = args.db.open_existing()?;
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
-    let text = exporter.export(&store, id)?;
+    let text = args.format.exporter().runs(&store, id)?;
     match args.output {
         Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?,
-        None => print!("{text}"),
+        None => output::print(&text)?,
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -43,22 +44,49 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
 pub struct ListArgs {
     #[command(flatten)]
     db: DbArg,
+    /// Output format: one line per experiment, or JSON (with each experiment's uuid, campaign and tags).
+    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
+    json: bool,
+}
+
+/// One experiment of `fslab list --format json`.
+#[derive(Serialize)]
+struct ListEntry {
+    #[serde(flatten)]
+    summary: ExperimentSummary,
+    #[serde(flatten)]
+    meta: ExperimentMeta,
 }
 
 pub fn list(args: ListArgs) -> Result<ExitCode> {
-    let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
-    for e in store.list_experiments()? {
-        println!(
-            "{:>4}  {}  {:<11}  {:>3} ok {:>3} failed  {}",
-            e.id, e.created_at, e.status, e.runs_ok, e.runs_failed, e.name
-        );
+    let store = args.db.open_existing()?;
+    let mut list = store.list_experiments()?;
+    // A `running` experiment whose fslab is gone (killed, rebooted) was interrupted.
+    for e in list.iter_mut().filter(|e| e.status == "running") {
+        if let Ok(row) = store.experiment(e.id) {
+            e.status = fslab::runner::owner::effective_status(&store, e.id, &row.status, &row.environment_json);
+        }
     }
+    let format = chosen(args.format, args.json);
+    if format == Format::Json {
+        let entries = list
+            .into_iter()
+            .map(|summary| Ok(ListEntry { meta: store.experiment_meta(summary.id)?, summary }))
+            .collect::<Result<Vec<_>>>()?;
+        output::print(&(serde_json::to_string_pretty(&entries)? + "\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    output::print(&chosen(args.format, args.json).exporter().experiments(&list)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Args, Debug)]
 pub struct CleanupArgs {
-    /// Work directories to scan for testbed directories (default /var/tmp/fslab).
+    /// Work directories to scan for testbed directories (default: /var/tmp/fslab and every work directory
+    /// fslab has recorded). Only directories carrying fslab's marker file are ever removed.
     #[arg(long)]
     workdir: Vec<PathBuf>,
     /// Also remove testbeds of fslab processes that are still running.
@@ -67,20 +95,28 @@ pub struct CleanupArgs {
 }
 
 pub fn cleanup(args: CleanupArgs) -> Result<ExitCode> {
-    anyhow::ensure!(nix::unistd::geteuid().is_root(), "{}", fslab::runner::NEEDS_ROOT);
-    let workdirs = if args.workdir.is_empty() { vec![PathBuf::from(DEFAULT_WORKDIR)] } else { args.workdir };
+    if !nix::unistd::geteuid().is_root() {
+        return Err(fslab::exit::environment(anyhow::anyhow!("{}", fslab::runner::NEEDS_ROOT)));
+    }
+    let workdirs = if args.workdir.is_empty() { workdirs::known() } else { args.workdir };
     let report = cleanup_stale(&workdirs, args.all);
+    fslab::runner::owner::remove_stale_registrations();
+    let mut text = String::new();
     for item in &report.removed {
-        println!("removed {item}");
+        text.push_str(&format!("removed {item}\n"));
     }
     for item in &report.in_use {
-        println!("left alone (its fslab is still running): {item}");
+        text.push_str(&format!("left alone (its fslab is still running): {item}\n"));
     }
-    for error in &report.errors {
-        eprintln!("could not remove {error}");
+    for item in &report.not_ours {
+        text.push_str(&format!("left alone (not made by fslab): {item}\n"));
     }
     if report.removed.is_empty() && report.errors.is_empty() {
-        println!("nothing to clean up");
+        text.push_str("nothing to clean up\n");
     }
+    for error in &report.errors {
+        output::diagnostic(&format!("could not remove {error}"));
+    }
+    output::print(&text)?;
     Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

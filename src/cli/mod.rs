@@ -1,44 +1,78 @@
 //! Command-line arguments and dispatch. Each subcommand lives in its own file.
 
 mod bisect;
+mod changepoints;
 mod compare;
+mod guest;
 mod inspect;
 mod iostat;
 mod maintenance;
+mod merge;
 mod plan;
 mod report;
 mod run;
 mod simulate;
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::builder::{PossibleValuesParser, TypedValueParser};
+use clap::{Parser, Subcommand, ValueEnum};
+use fslab::report::Format;
+use fslab::store::{Store, StoreLocation};
 
 /// Reproduce, measure and explain Linux filesystem performance regressions.
 #[derive(Parser, Debug)]
-#[command(name = "fslab", version, about)]
+#[command(name = "fslab", version, about, after_help = fslab::exit::HELP)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
 }
 
 /// The stored experiment `id`, or the newest one in `db`.
-pub fn experiment_id(store: &fslab::store::Store, db: &std::path::Path, id: Option<i64>) -> Result<i64> {
+pub fn experiment_id(store: &fslab::store::Store, db: &impl std::fmt::Display, id: Option<i64>) -> Result<i64> {
     use anyhow::Context;
     match id {
         Some(id) => Ok(id),
-        None => store.latest_experiment()?.with_context(|| format!("{} holds no experiments", db.display())),
+        None => store.latest_experiment()?.with_context(|| format!("{db} holds no experiments")),
+    }
+}
+
+/// A `--format` parser that offers only the `allowed` formats of [`Format`]
+/// (so `--help` lists what the command can write).
+pub fn formats(allowed: &'static [Format]) -> impl TypedValueParser<Value = Format> {
+    PossibleValuesParser::new(allowed.iter().filter_map(|f| f.to_possible_value()))
+        .try_map(|name: String| Format::from_str(&name, false))
+}
+
+/// The chosen format: `--format`, or `json` for the hidden `--json` that
+/// older scripts may still pass.
+pub fn chosen(format: Format, json: bool) -> Format {
+    if json {
+        Format::Json
+    } else {
+        format
     }
 }
 
 /// Where results live.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DbArg {
-    /// SQLite results file.
-    #[arg(long, default_value = "fslab.db", env = "FSLAB_DB")]
-    pub db: PathBuf,
+    /// Results store: an SQLite file, or a PostgreSQL URL shared by many
+    /// machines (postgres://user@host/db; add ?sslmode=require for TLS).
+    // The environment's value is hidden from --help: a URL may hold a password.
+    #[arg(long, value_name = "FILE|URL", default_value = "fslab.db", env = "FSLAB_DB", hide_env_values = true)]
+    pub db: StoreLocation,
+}
+
+impl DbArg {
+    /// Opens an existing store, for commands that only read: a missing file
+    /// is an error, not a new empty store. (Commands that write results use
+    /// `Store::open`, which creates one.)
+    pub fn open_existing(&self) -> Result<Store> {
+        use anyhow::Context;
+        Store::open_existing(&self.db).with_context(|| format!("opening {}", self.db))
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -55,6 +89,8 @@ enum Command {
     Export(maintenance::ExportArgs),
     /// List stored experiments.
     List(maintenance::ListArgs),
+    /// Copy the experiments of other stores into one (e.g. from machines that could not reach the shared database).
+    Merge(merge::MergeArgs),
     /// Remove testbeds (mounts, loop devices, cgroups, images) left by a killed fslab.
     Cleanup(maintenance::CleanupArgs),
     /// Check this system (or another's kernel config) against known filesystem performance issues.
@@ -70,6 +106,11 @@ enum Command {
     /// Simulate the verdict rules and print their error rates (the evidence behind the statistics docs).
     #[command(hide = true)]
     Simulate(simulate::SimulateArgs),
+    /// Measure change-point detection and CI-gate error rates on synthetic series.
+    #[command(hide = true)]
+    SimulateChangepoints(changepoints::SimulateArgs),
+    #[command(flatten)]
+    Guest(guest::GuestCommand),
 }
 
 /// Run the chosen subcommand.
@@ -81,6 +122,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Report(args) => report::report(args),
         Command::Export(args) => maintenance::export(args),
         Command::List(args) => maintenance::list(args),
+        Command::Merge(args) => merge::merge(args),
         Command::Cleanup(args) => maintenance::cleanup(args),
         Command::Doctor(args) => inspect::doctor_cmd(args),
         Command::Kconfig(args) => inspect::kconfig(args),
@@ -88,5 +130,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::BisectOptions(args) => bisect::bisect(args),
         Command::Plan(args) => plan::plan_cmd(args),
         Command::Simulate(args) => simulate::simulate(args),
+        Command::SimulateChangepoints(args) => changepoints::simulate(args),
+        Command::Guest(command) => guest::dispatch(command),
     }
 }

@@ -4,17 +4,19 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 
 use super::DbArg;
 use fslab::analysis::{compare_config, plan, render_plan, stored_noise};
+use fslab::exit;
 use fslab::experiment::{self, Repetitions};
+use fslab::output;
 use fslab::runner::{self, progress::Console, RunOptions};
 use fslab::store::Store;
-use fslab::workload::process;
 
 #[derive(Args, Debug)]
+#[command(after_help = exit::HELP)]
 pub struct PlanArgs {
     /// Experiment file (TOML).
     file: PathBuf,
@@ -42,26 +44,30 @@ fn parse_percent(text: &str) -> Result<f64, String> {
 }
 
 pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
-    let exp = experiment::load(&args.file)?;
-    let mut store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let exp = experiment::load(&args.file).map_err(exit::usage)?;
+    // A pilot stores its runs, so only then may the store be created.
+    let mut store = match args.pilot {
+        Some(_) => Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db))?,
+        None => args.db.open_existing()?,
+    };
     let mut noise = stored_noise(&store, &exp)?;
     if noise.is_empty() {
         let Some(rounds) = args.pilot else {
             bail!(
                 "{} holds no earlier results of {} or of its workloads to take the noise from; \
                  run it once (or use --pilot 3) and plan again",
-                args.db.db.display(),
+                args.db.db,
                 args.file.display()
             );
         };
         if rounds < 2 {
-            bail!("--pilot needs at least 2 rounds to see any noise");
+            return Err(exit::usage(anyhow!("--pilot needs at least 2 rounds to see any noise")));
         }
         let mut pilot = exp.clone();
         pilot.repetitions = Repetitions::Fixed(rounds);
         runner::check_privileges(&pilot)?;
-        process::install_signal_handlers()?;
-        eprintln!("pilot: {rounds} rounds of {}", args.file.display());
+        fslab::sys::signals::install()?;
+        output::diagnostic(&format!("pilot: {rounds} rounds of {}", args.file.display()));
         let summary = runner::run(&pilot, &mut store, &RunOptions::default(), &mut Console::new())?;
         if summary.interrupted {
             bail!("pilot interrupted (experiment {}); its finished runs are in the store", summary.experiment_id);
@@ -71,15 +77,15 @@ pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     let cfg = compare_config(&exp);
     let lines = plan(&exp, &noise, args.detect);
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&lines)?);
+        output::print(&format!("{}\n", serde_json::to_string_pretty(&lines)?))?;
         return Ok(ExitCode::SUCCESS);
     }
     let reps = match exp.repetitions {
         Repetitions::Fixed(n) => format!("repetitions = {n}"),
         Repetitions::Adaptive { min, max } => format!("repetitions = {{ min = {min}, max = {max} }}"),
     };
-    println!(
-        "plan for `{}` ({reps}, θ = {}%, α = {}), to detect {}% with {:.0}% power; noise from {} earlier experiment(s):\n",
+    let mut text = format!(
+        "plan for `{}` ({reps}, θ = {}%, α = {}), to detect {}% with {:.0}% power; noise from {} earlier experiment(s):\n\n",
         exp.name,
         exp.theta * 100.0,
         exp.alpha,
@@ -87,17 +93,18 @@ pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
         cfg.power * 100.0,
         noise.iter().flat_map(|n| n.experiments.iter()).collect::<std::collections::BTreeSet<_>>().len()
     );
-    print!("{}", render_plan(&lines, cfg.power));
-    println!(
+    text.push_str(&render_plan(&lines, cfg.power));
+    text.push_str(&format!(
         "\nfixed runs: runs per variant a fixed-n experiment needs; power@max: chance this file's design ends \
          `regressed` at that change; detects@max: smallest change it finds with {:.0}% power; no-change@: runs \
          per variant for an {:.0}% chance of `no-change` when nothing changed.",
         cfg.power * 100.0,
         cfg.power * 100.0
-    );
+    ));
     for line in lines.iter().filter_map(|l| l.reach_warning(exp.theta)) {
-        println!("warning: {line}");
+        text.push_str(&format!("warning: {line}\n"));
     }
+    output::print(&text)?;
     Ok(ExitCode::SUCCESS)
 }
 

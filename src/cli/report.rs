@@ -5,21 +5,12 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use clap::{Args, ValueEnum};
+use clap::Args;
 
-use super::DbArg;
+use super::{formats, DbArg};
+use fslab::output;
 use fslab::report::data::ReportData;
-use fslab::report::{html, markdown};
-use fslab::store::Store;
-
-/// Output format of `fslab report`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum ReportFormat {
-    /// One self-contained HTML file with inline SVG charts.
-    Html,
-    /// A compact summary (verdicts, variants, environment) for mail and issue trackers.
-    Markdown,
-}
+use fslab::report::Format;
 
 #[derive(Args, Debug)]
 pub struct ReportArgs {
@@ -37,25 +28,23 @@ pub struct ReportArgs {
     /// Output file; `-` for standard output. Default: report.html (html) or standard output (markdown).
     #[arg(short, long, value_name = "FILE")]
     output: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = ReportFormat::Html)]
-    format: ReportFormat,
+    /// html: one self-contained page with inline SVG charts; markdown: a compact summary for mail and issue trackers.
+    #[arg(long, value_parser = formats(&[Format::Html, Format::Markdown]), default_value = "html")]
+    format: Format,
 }
 
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
-    let store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let store = args.db.open_existing()?;
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     let data = ReportData::load(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0))?;
-    let (text, default_out) = match args.format {
-        ReportFormat::Html => (html::render_html(&data), Some(PathBuf::from("report.html"))),
-        ReportFormat::Markdown => (markdown::render_markdown(&data), None),
-    };
+    let text = args.format.exporter().report(&data)?;
+    let default_out = (args.format == Format::Html).then(|| PathBuf::from("report.html"));
     match args.output.or(default_out) {
         Some(path) if path.as_os_str() != "-" => {
             std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-            eprintln!("experiment {id}: report written to {}", path.display());
+            output::diagnostic(&format!("experiment {id}: report written to {}", path.display()));
         }
-        _ => print!("{text}"),
+        _ => output::print(&text)?,
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -3,18 +3,21 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
 
 use super::compare::print_comparison;
 use super::DbArg;
+use fslab::exit::{self, Exit};
 use fslab::experiment::{self, Experiment};
+use fslab::output;
+use fslab::report::Format;
 use fslab::runner::{self, progress::Console, RunOptions};
 use fslab::store::Store;
 use fslab::testbed::DeviceOptIn;
-use fslab::workload::process;
 
 #[derive(Args, Debug)]
+#[command(after_help = exit::HELP)]
 pub struct RunArgs {
     /// Experiment file (TOML).
     file: PathBuf,
@@ -25,10 +28,14 @@ pub struct RunArgs {
     /// Print the run plan and exit without running anything.
     #[arg(long)]
     dry_run: bool,
-    /// Finish the newest interrupted run of this experiment file, skipping finished runs.
-    #[arg(long)]
+    /// Finish the newest unfinished experiment from this file, skipping finished runs; with none, stop (exit 2).
+    #[arg(long, conflicts_with = "resume_or_start")]
     resume: bool,
-    /// Run on this block device instead of loop-mounted images. Needs --destroy-data.
+    /// Like --resume, but start the experiment when there is nothing to resume.
+    #[arg(long)]
+    resume_or_start: bool,
+    /// Run on this block device instead of loop-mounted images. Needs --destroy-data. fslab refuses
+    /// anything that is not a spare block device (mounted, holding mounted partitions or swap, stacked on, in use).
     #[arg(long, value_name = "PATH", requires = "destroy_data")]
     device: Option<PathBuf>,
     /// Confirm that everything on --device may be destroyed.
@@ -47,6 +54,9 @@ pub struct CommonRunArgs {
     /// Compare against this variant instead of the file's baseline.
     #[arg(long)]
     baseline: Option<String>,
+    /// Accept a system directory (/, /usr, /var/…, a home directory) as work directory or dir: testbed.
+    #[arg(long)]
+    allow_system_dir: bool,
 }
 
 #[derive(Args, Debug)]
@@ -65,7 +75,7 @@ pub const QUICKSTART: &str = include_str!("../../examples/quickstart.toml");
 
 pub fn quickstart(args: QuickstartArgs) -> Result<ExitCode> {
     if args.show {
-        print!("{QUICKSTART}");
+        output::print(QUICKSTART)?;
         return Ok(ExitCode::SUCCESS);
     }
     let exp = experiment::parse(QUICKSTART, None)?;
@@ -73,46 +83,88 @@ pub fn quickstart(args: QuickstartArgs) -> Result<ExitCode> {
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    let mut exp = experiment::load(&args.file)?;
+    let mut exp = experiment::load(&args.file).map_err(exit::usage)?;
     if args.quick {
         experiment::make_quick(&mut exp);
     }
     if args.dry_run {
-        print!("{}", fslab::experiment::plan::describe(&exp));
+        if let Some(dir) = &args.common.workdir {
+            exp.workdir = dir.clone();
+        }
+        output::print(&fslab::experiment::plan::describe(&exp))?;
         return Ok(ExitCode::SUCCESS);
     }
-    if args.device.is_some() && !args.destroy_data {
-        bail!("--device needs --destroy-data");
-    }
-    let opts = RunOptions { resume: args.resume, device: args.device.map(|path| DeviceOptIn { path }), workdir: None };
+    let device = match &args.device {
+        Some(_) if !args.destroy_data => return Err(exit::usage(anyhow::anyhow!("--device needs --destroy-data"))),
+        // Checked before anything is written; again before every mkfs.
+        Some(path) => Some(DeviceOptIn::new(path).map_err(exit::usage)?),
+        None => None,
+    };
+    let opts =
+        RunOptions { resume: args.resume, resume_or_start: args.resume_or_start, device, ..RunOptions::default() };
     execute(exp, &args.db, &args.common, opts)
 }
 
 fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: RunOptions) -> Result<ExitCode> {
     if let Some(baseline) = &common.baseline {
         if exp.variant(baseline).is_none() {
-            bail!("--baseline {baseline}: no variant has that name");
+            return Err(exit::usage(anyhow::anyhow!("--baseline {baseline}: no variant has that name")));
         }
         exp.baseline = baseline.clone();
     }
     opts.workdir = common.workdir.clone();
+    opts.allow_system_dir = common.allow_system_dir;
     runner::check_privileges(&exp)?;
-    process::install_signal_handlers()?;
+    fslab::sys::signals::install()?;
     let mut store = Store::open(&db.db).with_context(|| format!("opening {}", db.db.display()))?;
     let mut console = Console::new();
     let summary = runner::run(&exp, &mut store, &opts, &mut console)?;
-    eprintln!(
+    output::diagnostic(&format!(
         "experiment {}: {} runs ok, {} failed{}; results in {}",
         summary.experiment_id,
         summary.runs_ok,
         summary.runs_failed,
         if summary.runs_skipped > 0 { format!(", {} already done", summary.runs_skipped) } else { String::new() },
         db.db.display()
-    );
-    print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), false)?;
-    if summary.interrupted {
-        eprintln!("interrupted: testbeds were torn down; continue with `fslab run FILE --resume`");
-        return Ok(ExitCode::from(130));
+    ));
+    if summary.runs_failed > 0 {
+        failure_reasons(&store, summary.experiment_id);
     }
-    Ok(ExitCode::SUCCESS)
+    // The experiment is stored: a reader that went away (`| head`) changes nothing about how it went.
+    match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), Format::Text) {
+        Err(e) if output::is_broken_pipe(&e) => output::stdout_gone(),
+        r => r?,
+    }
+    if summary.interrupted {
+        output::diagnostic("interrupted: testbeds were torn down; continue with `fslab run FILE --resume`");
+        return Ok(Exit::signalled().unwrap_or(Exit::Signal(libc::SIGINT)).into());
+    }
+    Ok(if summary.runs_failed > 0 { Exit::Failed } else { Exit::Success }.into())
+}
+
+/// Why runs failed: each distinct reason once, with how many runs it hit
+/// and which (run numbers 1-based, as progress lines show them).
+fn failure_reasons(store: &Store, experiment_id: i64) {
+    let Ok(runs) = store.runs(experiment_id) else { return };
+    let mut reasons: Vec<(String, Vec<String>)> = Vec::new();
+    for run in runs.iter().filter(|r| r.status != fslab::record::RunStatus::Ok) {
+        let reason = run.error.as_deref().unwrap_or("unknown error").to_string();
+        let which = format!("run {} ({} / {})", run.seq + 1, run.variant, run.workload);
+        match reasons.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, runs)) => runs.push(which),
+            None => reasons.push((reason, vec![which])),
+        }
+    }
+    const SHOWN: usize = 5;
+    for (reason, which) in reasons.iter().take(SHOWN) {
+        let list = if which.len() > 3 {
+            format!("{}, … ({} runs)", which[..3].join(", "), which.len())
+        } else {
+            which.join(", ")
+        };
+        output::diagnostic(&format!("  failed: {list}: {reason}"));
+    }
+    if reasons.len() > SHOWN {
+        output::diagnostic(&format!("  … and {} other reasons (see `fslab report`)", reasons.len() - SHOWN));
+    }
 }

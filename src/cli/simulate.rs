@@ -1,12 +1,14 @@
 //! `fslab simulate` (hidden): the Monte-Carlo evidence behind the verdict
-//! rules' error rates (see `fslab::stats::simulate`).
+//! rules' error rates (see `fslab::stats::verdict_sim`).
 
 use std::process::ExitCode;
 
 use anyhow::{anyhow, Result};
 use clap::Args;
 
-use fslab::stats::simulate::{render, SimConfig, EXPLORE, TABLES};
+use fslab::exit;
+use fslab::output;
+use fslab::stats::verdict_sim::{render, SimConfig, EXPLORE, TABLES};
 
 #[derive(Args, Debug)]
 pub struct SimulateArgs {
@@ -25,15 +27,18 @@ pub struct SimulateArgs {
 
 pub fn simulate(args: SimulateArgs) -> Result<ExitCode> {
     if args.list {
-        for (name, title, _) in TABLES.iter().chain(std::iter::once(&EXPLORE)) {
-            println!("{name:20} {title}");
-        }
+        let list: String = TABLES
+            .iter()
+            .chain(std::iter::once(&EXPLORE))
+            .map(|(name, title, _)| format!("{name:20} {title}\n"))
+            .collect();
+        output::print(&list)?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.experiments == 0 {
-        return Err(anyhow!("--experiments must be at least 1"));
+        return Err(exit::usage(anyhow!("--experiments must be at least 1")));
     }
     let sim = SimConfig { experiments: args.experiments, threads: args.threads.max(1) };
-    print!("{}", render(&args.tables, &sim).map_err(|e| anyhow!(e))?);
+    output::print(&render(&args.tables, &sim).map_err(|e| exit::usage(anyhow!(e)))?)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -2,12 +2,12 @@
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::{Experiment, RunOrder};
 
 /// One run of the plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PlannedRun {
     /// Position in the whole experiment (stable across `--resume`).
     pub seq: usize,
@@ -68,88 +68,124 @@ fn shuffle<T>(items: &mut [T], seed: u64, round: usize) {
     }
 }
 
+/// Most plan lines `--dry-run` prints; the rest are counted.
+const DRY_RUN_LINES: usize = 200;
+
 /// The run plan as text, for `fslab run --dry-run`.
 pub fn describe(exp: &Experiment) -> String {
     use std::fmt::Write;
     let mut out = String::new();
+    let repetitions = match exp.repetitions {
+        super::Repetitions::Fixed(n) => n.to_string(),
+        super::Repetitions::Adaptive { min, max } => format!("{min} to {max} (adaptive)"),
+    };
     let _ = writeln!(out, "experiment: {}", exp.name);
     let _ = writeln!(
         out,
-        "repetitions: {:?}, order: {:?}, seed: {}, baseline: {}, θ: ±{:.1}%, α: {}, sampling every {:?}",
-        exp.repetitions,
+        "repetitions: {repetitions}, order: {}, seed: {}, baseline: {}, θ: ±{:.1}%, α: {}, sampling every {}",
         exp.order,
         exp.seed,
         exp.baseline,
         exp.theta * 100.0,
         exp.alpha,
-        exp.sample_interval
+        humantime::format_duration(exp.sample_interval)
     );
     let _ = writeln!(out, "work directory: {}", exp.workdir.display());
     let _ = writeln!(out, "\nvariants:");
     for v in &exp.variants {
-        match &v.image {
+        let t = &v.testbed;
+        let extra = if t.mkfs.is_empty() { String::new() } else { format!(" mkfs={}", t.mkfs.join(" ")) };
+        let mount = if t.mount.is_empty() { String::new() } else { format!(" mount={}", t.mount) };
+        match (&t.image, t.fs.fs().image()) {
             // A read-only image is as large as its content; show how it is packed.
-            Some(i) => {
-                let mut packing = format!("compressor={}", i.compressor);
-                if let Some(level) = i.level {
-                    packing.push_str(&format!(" level={level}"));
-                }
-                if v.fs == super::FsKind::Squashfs {
-                    let block = crate::units::Bytes(i.block_size.unwrap_or(128 << 10));
-                    packing.push_str(&format!(" block_size={block} fragments={}", i.fragments));
-                }
-                if let Some(p) = i.pcluster_size {
-                    packing.push_str(&format!(" pcluster_size={}", crate::units::Bytes(p)));
-                }
-                let _ = writeln!(out, "  {}: fs={} {packing} mkfs={:?} mount={:?}", v.name, v.fs, v.mkfs, v.mount);
+            (Some(options), Some(format)) => {
+                let _ = writeln!(out, "  {}: fs={} {}{extra}{mount}", v.name, t.fs, format.describe(options));
             }
-            None => {
-                let _ =
-                    writeln!(out, "  {}: fs={} size={} mkfs={:?} mount={:?}", v.name, v.fs, v.size, v.mkfs, v.mount);
+            _ => {
+                let _ = writeln!(out, "  {}: fs={} size={}{extra}{mount}", v.name, t.fs, t.size);
             }
         }
-        let t = &v.throttle;
-        if !t.is_empty() {
+        let th = &t.throttle;
+        if !th.is_empty() {
             let _ = writeln!(
                 out,
                 "    throttle: read_bps={} write_bps={} read_iops={} write_iops={}",
-                t.read_bps.map_or("-".into(), |b| format!("{b}/s")),
-                t.write_bps.map_or("-".into(), |b| format!("{b}/s")),
-                t.read_iops.map_or("-".into(), |n| n.to_string()),
-                t.write_iops.map_or("-".into(), |n| n.to_string())
+                th.read_bps.map_or("-".into(), |b| format!("{b}/s")),
+                th.write_bps.map_or("-".into(), |b| format!("{b}/s")),
+                th.read_iops.map_or("-".into(), |n| n.to_string()),
+                th.write_iops.map_or("-".into(), |n| n.to_string())
             );
         }
-        if v.read_ahead_kb.is_some() || v.scheduler.is_some() || !v.sysfs.is_empty() {
-            let _ = writeln!(
-                out,
-                "    queue: read_ahead_kb={:?} scheduler={:?} sysfs={:?}",
-                v.read_ahead_kb, v.scheduler, v.sysfs
-            );
+        if t.read_ahead_kb.is_some() || t.scheduler.is_some() || !t.sysfs.is_empty() {
+            let mut queue = Vec::new();
+            if let Some(kb) = t.read_ahead_kb {
+                queue.push(format!("read_ahead_kb={kb}"));
+            }
+            if let Some(s) = &t.scheduler {
+                queue.push(format!("scheduler={s}"));
+            }
+            queue.extend(t.sysfs.iter().map(|(k, v)| format!("sysfs.{k}={v}")));
+            let _ = writeln!(out, "    queue: {}", queue.join(" "));
         }
     }
     let _ = writeln!(out, "\nworkloads:");
     for w in &exp.workloads {
-        let _ = writeln!(out, "  {}: {:?} cache={:?} timeout={:?}", w.label, w.params, w.cache, w.timeout);
+        let params = serde_json::to_value(&w.params).unwrap_or_default();
+        let settings: Vec<String> = params
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter(|(k, _)| *k != "kind")
+            .map(|(k, v)| format!("{k}={}", compact_json(v)))
+            .collect();
+        let timeout = w.timeout.map_or("default".to_string(), |t| humantime::format_duration(t).to_string());
+        let cache = match w.cache {
+            super::CachePolicy::Cold => "cold",
+            super::CachePolicy::Warm => "warm",
+        };
+        let _ = writeln!(out, "  {}: {} {} cache={cache} timeout={timeout}", w.label, w.kind(), settings.join(" "));
     }
-    let runs = plan_rounds(exp, 0, exp.min_rounds());
-    let _ = writeln!(
-        out,
-        "\nplan ({} runs{}):",
-        runs.len(),
-        match exp.repetitions {
-            super::Repetitions::Adaptive { max, .. } => format!(", then adaptive rounds up to {max}"),
-            _ => String::new(),
+    let first = exp.min_rounds();
+    let per_round = exp.variants.len() * exp.workloads.len();
+    let total = first * per_round;
+    let adaptive = match exp.repetitions {
+        super::Repetitions::Adaptive { max, .. } => format!(", then adaptive rounds up to {max}"),
+        _ => String::new(),
+    };
+    let _ = writeln!(out, "\nplan ({total} runs{adaptive}):");
+    // Plan one round at a time, so a huge plan costs nothing to describe.
+    let mut printed = 0;
+    'rounds: for round in 0..first {
+        for r in plan_rounds(exp, round, 1) {
+            if printed == DRY_RUN_LINES {
+                break 'rounds;
+            }
+            let _ = writeln!(
+                out,
+                "  {:>4}  round {:>2}  {:<20} {}",
+                r.seq + 1,
+                r.round + 1,
+                exp.variants[r.variant].name,
+                exp.workloads[r.workload].label
+            );
+            printed += 1;
         }
-    );
-    for r in runs {
-        let _ = writeln!(
-            out,
-            "  {:>4}  round {:>2}  {:<20} {}",
-            r.seq,
-            r.round + 1,
-            exp.variants[r.variant].name,
-            exp.workloads[r.workload].label
-        );
+    }
+    if total > printed {
+        let _ = writeln!(out, "  … and {} more runs", total - printed);
     }
     out
+}
+
+/// A JSON value as short text: strings bare, durations as `1m 5s`.
+fn compact_json(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Object(o) if o.len() == 2 && o.contains_key("secs") && o.contains_key("nanos") => {
+            let secs = o["secs"].as_u64().unwrap_or(0);
+            let nanos = o["nanos"].as_u64().unwrap_or(0) as u32;
+            humantime::format_duration(std::time::Duration::new(secs, nanos)).to_string()
+        }
+        other => other.to_string(),
+    }
 }

@@ -1,56 +1,87 @@
-//! The experiment file: serde types that mirror the TOML exactly.
+//! The keys of an experiment file that belong to the experiment itself (top
+//! level, a variant's common settings, a workload's common settings), as
+//! serde types that mirror the TOML. Filesystem kinds and workload kinds
+//! declare their own keys in their own files (see [`crate::keys`]).
 //!
-//! Every table denies unknown keys so a typo is an error naming its line,
+//! Every struct denies unknown keys so a typo is an error naming its line,
 //! never a silently ignored setting.
 
 use std::collections::BTreeMap;
+use std::fmt;
 
-use serde::{Deserialize, Serialize};
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize};
 use toml::Spanned;
 
+use crate::testbed::Throttle;
 use crate::units::{Bytes, Seconds};
 
-/// The whole experiment file.
-#[derive(Clone, Debug, Deserialize)]
+/// Most rounds an experiment may plan: a question that needs more runs than
+/// this is better answered by making the runs less noisy.
+pub const MAX_REPETITIONS: u32 = 1000;
+
+/// The top level, without `[defaults]`, `[[variant]]` and `[[workload]]`.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExperimentFile {
-    pub name: Spanned<String>,
-    #[serde(default)]
+pub struct TopKeys {
+    pub name: Option<Spanned<String>>,
     pub description: Option<String>,
-    #[serde(default)]
     pub repetitions: Option<Spanned<Repetitions>>,
-    #[serde(default)]
     pub order: Option<RunOrder>,
-    #[serde(default)]
     pub seed: Option<u64>,
-    #[serde(default)]
     pub workdir: Option<String>,
     /// Variant the others are compared against (default: the first).
-    #[serde(default)]
     pub baseline: Option<Spanned<String>>,
     /// Equivalence band as a fraction (0.02 = ±2%).
-    #[serde(default)]
     pub theta: Option<Spanned<f64>>,
     /// Significance level.
-    #[serde(default)]
     pub alpha: Option<Spanned<f64>>,
     /// Monitor sampling interval (default 1s, at least 100ms).
-    #[serde(default)]
     pub sample_interval: Option<Spanned<Seconds>>,
-    #[serde(default)]
-    pub defaults: Option<Spanned<VariantTable>>,
-    #[serde(default)]
-    pub variant: Vec<VariantTable>,
-    #[serde(default)]
-    pub workload: Vec<WorkloadTable>,
 }
 
 /// `repetitions = 5` or `repetitions = { min = 5, max = 20 }`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum Repetitions {
     Fixed(u32),
     Adaptive { min: u32, max: u32 },
+}
+
+impl<'de> Deserialize<'de> for Repetitions {
+    /// By hand, so a wrong type says what is expected instead of serde's
+    /// "did not match any variant of untagged enum".
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct V;
+        const EXPECTED: &str = "a number of runs (5) or a range ({ min = 5, max = 20 })";
+        impl<'de> Visitor<'de> for V {
+            type Value = Repetitions;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str(EXPECTED)
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Repetitions, E> {
+                u32::try_from(v).map(Repetitions::Fixed).map_err(|_| E::custom(format!("{v} is not {EXPECTED}")))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Repetitions, E> {
+                u32::try_from(v).map(Repetitions::Fixed).map_err(|_| E::custom(format!("{v} is not {EXPECTED}")))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Repetitions, A::Error> {
+                let (mut min, mut max) = (None, None);
+                while let Some(key) = map.next_key::<String>()? {
+                    match key.as_str() {
+                        "min" => min = Some(map.next_value::<u32>()?),
+                        "max" => max = Some(map.next_value::<u32>()?),
+                        other => return Err(de::Error::custom(format!("unknown key `{other}` (expected {EXPECTED})"))),
+                    }
+                }
+                match (min, max) {
+                    (Some(min), Some(max)) => Ok(Repetitions::Adaptive { min, max }),
+                    _ => Err(de::Error::custom(format!("needs both `min` and `max` ({EXPECTED})"))),
+                }
+            }
+        }
+        deserializer.deserialize_any(V)
+    }
 }
 
 /// How runs of different variants are ordered.
@@ -66,66 +97,35 @@ pub enum RunOrder {
     Grouped,
 }
 
-/// One `[[variant]]` table, or the `[defaults]` table (which has no `name`).
-/// Every setting is optional so `[defaults]` can supply it.
-#[derive(Clone, Debug, Default, Deserialize)]
+impl fmt::Display for RunOrder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            RunOrder::Interleaved => "interleaved",
+            RunOrder::Randomized => "randomized",
+            RunOrder::Grouped => "grouped",
+        })
+    }
+}
+
+/// A `[[variant]]`'s (or `[defaults]`') settings every filesystem kind
+/// understands; image kinds' own keys are split off first.
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct VariantTable {
-    #[serde(default)]
+pub struct VariantKeys {
     pub name: Option<Spanned<String>>,
-    #[serde(default)]
     pub fs: Option<Spanned<String>>,
-    #[serde(default)]
     pub size: Option<Spanned<Bytes>>,
-    #[serde(default)]
-    pub mkfs: Option<Vec<String>>,
-    #[serde(default)]
+    pub mkfs: Option<Spanned<Vec<String>>>,
     pub mount: Option<Spanned<String>>,
-    #[serde(default)]
-    pub throttle: Option<Throttle>,
-    #[serde(default)]
-    pub read_ahead_kb: Option<u32>,
-    #[serde(default)]
+    pub throttle: Option<Spanned<Throttle>>,
+    pub read_ahead_kb: Option<Spanned<u32>>,
     pub scheduler: Option<Spanned<String>>,
     /// Filesystem sysfs tunables by name (ext4 `mb_max_to_scan`, …).
-    #[serde(default)]
     pub sysfs: Option<Spanned<BTreeMap<String, toml::Value>>>,
-    // read-only images (squashfs, erofs)
-    /// Image compressor (`gzip`, `zstd`, `lz4hc`, …, or `none`).
-    #[serde(default)]
-    pub compressor: Option<Spanned<String>>,
-    /// Compression level, where the compressor has one.
-    #[serde(default)]
-    pub level: Option<Spanned<i64>>,
-    /// squashfs data block size.
-    #[serde(default)]
-    pub block_size: Option<Spanned<Bytes>>,
-    /// squashfs fragment blocks (false → `-no-fragments`).
-    #[serde(default)]
-    pub fragments: Option<Spanned<bool>>,
-    /// erofs physical cluster size (`mkfs.erofs -C`).
-    #[serde(default)]
-    pub pcluster_size: Option<Spanned<Bytes>>,
-}
-
-/// Block-cgroup throttle limits; bandwidths per second, IOPS per second.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Throttle {
-    #[serde(default)]
-    pub read_bps: Option<Bytes>,
-    #[serde(default)]
-    pub write_bps: Option<Bytes>,
-    #[serde(default)]
-    pub read_iops: Option<u64>,
-    #[serde(default)]
-    pub write_iops: Option<u64>,
-}
-
-impl Throttle {
-    pub fn is_empty(&self) -> bool {
-        self.read_bps.is_none() && self.write_bps.is_none() && self.read_iops.is_none() && self.write_iops.is_none()
-    }
+    /// The kernel to boot in a VM for this variant's runs (none: the host).
+    pub kernel: Option<Spanned<toml::Value>>,
+    /// How that VM is sized and run.
+    pub vm: Option<Spanned<super::place::VmKeys>>,
 }
 
 /// Cache state at the start of the measured part.
@@ -139,104 +139,13 @@ pub enum CachePolicy {
     Warm,
 }
 
-/// One `[[workload]]` table. Keys of every kind live here; each kind
-/// rejects the keys that are not its own (see `experiment::validate`).
-#[derive(Clone, Debug, Deserialize)]
+/// A `[[workload]]`'s settings every kind has; the kind's own keys are
+/// parsed by the kind.
+#[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WorkloadTable {
-    pub kind: Spanned<String>,
-    #[serde(default)]
+pub struct WorkloadKeys {
+    pub kind: Option<Spanned<String>>,
     pub name: Option<Spanned<String>>,
-    #[serde(default)]
-    pub timeout: Option<Seconds>,
-    #[serde(default)]
+    pub timeout: Option<Spanned<Seconds>>,
     pub cache: Option<CachePolicy>,
-    // untar
-    #[serde(default)]
-    pub profile: Option<Spanned<String>>,
-    #[serde(default)]
-    pub scale: Option<Spanned<f64>>,
-    #[serde(default)]
-    pub list: Option<Spanned<String>>,
-    #[serde(default)]
-    pub compressibility: Option<Spanned<f64>>,
-    #[serde(default)]
-    pub sync: Option<Spanned<bool>>,
-    // command
-    #[serde(default)]
-    pub command: Option<Spanned<String>>,
-    #[serde(default)]
-    pub prepare: Option<Spanned<String>>,
-    #[serde(default)]
-    pub cleanup: Option<Spanned<String>>,
-    // shell1
-    #[serde(default)]
-    pub concurrency: Option<Spanned<Vec<i64>>>,
-    #[serde(default)]
-    pub duration: Option<Spanned<Seconds>>,
-    // metadata
-    #[serde(default)]
-    pub files: Option<Spanned<i64>>,
-    #[serde(default)]
-    pub file_size: Option<Spanned<Bytes>>,
-    #[serde(default)]
-    pub dirs: Option<Spanned<i64>>,
-    #[serde(default)]
-    pub threads: Option<Spanned<i64>>,
-    #[serde(default)]
-    pub fsync: Option<Spanned<bool>>,
-    // fio
-    #[serde(default)]
-    pub job: Option<Spanned<BTreeMap<String, toml::Value>>>,
-    #[serde(default)]
-    pub jobfile: Option<Spanned<String>>,
-    // filemix
-    #[serde(default)]
-    pub users: Option<Spanned<Vec<i64>>>,
-    #[serde(default)]
-    pub seed: Option<Spanned<i64>>,
-    #[serde(default)]
-    pub working_set: Option<Spanned<Bytes>>,
-    // coldstart
-    #[serde(default)]
-    pub readers: Option<Spanned<Vec<i64>>>,
-}
-
-impl WorkloadTable {
-    /// The kind-specific keys that are set, with their byte spans, so a kind
-    /// can reject keys that belong to another kind.
-    pub fn specific_keys(&self) -> Vec<(&'static str, std::ops::Range<usize>)> {
-        let mut keys = Vec::new();
-        macro_rules! collect {
-            ($($field:ident),*) => {
-                $(if let Some(v) = &self.$field { keys.push((stringify!($field), v.span())); })*
-            };
-        }
-        collect!(
-            profile,
-            scale,
-            list,
-            compressibility,
-            sync,
-            command,
-            prepare,
-            cleanup,
-            concurrency,
-            duration,
-            files,
-            file_size,
-            dirs,
-            threads,
-            fsync,
-            job,
-            jobfile,
-            users,
-            seed,
-            working_set
-        );
-        if let Some(v) = &self.readers {
-            keys.push(("readers", v.span()));
-        }
-        keys
-    }
 }

@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::facts::Facts;
+use super::facts::{Facts, FactsMode};
 use super::rules::{Commit, CommitRole, Rule, Severity, Truth};
 
 /// A rule that fired.
@@ -25,6 +25,12 @@ pub struct Finding {
     pub fixed_in: Option<String>,
     pub commits: Vec<Commit>,
     pub references: Vec<String>,
+    /// Likely findings: what the unknown facts are assumed to be.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub assumes: Option<String>,
+    /// Likely findings: how to supply the facts that would confirm it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub confirm: Vec<String>,
 }
 
 /// A rule that could be neither confirmed nor ruled out.
@@ -35,6 +41,8 @@ pub struct Undetermined {
     pub severity: Severity,
     /// Facts that would decide it.
     pub missing: Vec<String>,
+    /// How to supply them.
+    pub supply: Vec<String>,
 }
 
 /// Result of [`doctor`].
@@ -45,43 +53,110 @@ pub struct DoctorReport {
     pub rules_checked: usize,
     /// Fired rules, most severe first.
     pub findings: Vec<Finding>,
+    /// Rules undecided with these facts but likely true (see the likely
+    /// tier in [`super::rules`]), most severe first.
+    pub likely: Vec<Finding>,
+    /// Rules undecided and not likely.
     pub undetermined: Vec<Undetermined>,
+}
+
+/// How a user supplies a missing fact: the `fslab doctor` flag offline,
+/// the kind of path or file live. In the order the flags are listed.
+fn supply_hints(missing: &[String], mode: FactsMode) -> Vec<String> {
+    const ORDER: &[&str] = &[
+        "--fs TYPE",
+        "--device-kind sdcard|emmc|hdd|ssd",
+        "--fs-size SIZE",
+        "--mount-options",
+        "--kernel-release X.Y.Z",
+        "--kconfig FILE",
+    ];
+    let offline = mode == FactsMode::Offline;
+    let fs_keys = ["fs.", "ext4.", "xfs.", "btrfs.", "queue.", "device."];
+    let mut out: Vec<String> = Vec::new();
+    for m in missing {
+        let hints: &[&str] = match m.as_str() {
+            "fs.type" if offline => &["--fs TYPE"],
+            "device.kind" if offline => &["--device-kind sdcard|emmc|hdd|ssd"],
+            "ext4.groups" | "fs.size" if offline => &["--fs-size SIZE"],
+            // Its default depends on the group count; an explicit option decides it.
+            "ext4.mb_optimize_scan" if offline => &["--fs-size SIZE", "--mount-options"],
+            "mount options" if offline => &["--mount-options"],
+            "kernel.version" | "kernel.release" if offline => &["--kernel-release X.Y.Z"],
+            "kernel config" if offline => &["--kconfig FILE"],
+            "kernel config" => &["a readable kernel config (/proc/config.gz or /boot/config-<release>)"],
+            k if offline && (k == "cpu.count" || fs_keys.iter().any(|p| k.starts_with(p))) => {
+                &["`fslab doctor PATH` on that machine"]
+            }
+            k if !offline && (k == "mount options" || fs_keys.iter().any(|p| k.starts_with(p))) => {
+                &["a PATH on the filesystem in question"]
+            }
+            _ => &[],
+        };
+        let owned: Vec<String> =
+            if hints.is_empty() { vec![format!("fact {m}")] } else { hints.iter().map(|h| h.to_string()).collect() };
+        for h in owned {
+            if !out.contains(&h) {
+                out.push(h);
+            }
+        }
+    }
+    let rank = |h: &String| ORDER.iter().position(|o| o == h).unwrap_or(ORDER.len());
+    out.sort_by_key(rank);
+    out
 }
 
 /// Evaluate `rules` against `facts`.
 pub fn doctor(facts: &Facts, rules: &[Rule]) -> DoctorReport {
     let mut findings = Vec::new();
+    let mut likely = Vec::new();
     let mut undetermined = Vec::new();
+    let finding = |rule: &Rule, evidence: Vec<String>| Finding {
+        id: rule.id.clone(),
+        title: rule.title.clone(),
+        severity: rule.severity,
+        benchmark_hostile: rule.benchmark_hostile,
+        summary: rule.summary.clone(),
+        advice: rule.advice.clone(),
+        evidence: dedup(evidence),
+        affected: rule.affected.as_ref().map(|a| a.to_string()),
+        fixed_in: rule.fixed_in.clone(),
+        commits: rule.commits.clone(),
+        references: rule.references.clone(),
+        assumes: None,
+        confirm: Vec::new(),
+    };
     for rule in rules {
         let ev = rule.eval(facts);
         match ev.truth {
-            Truth::True => findings.push(Finding {
-                id: rule.id.clone(),
-                title: rule.title.clone(),
-                severity: rule.severity,
-                benchmark_hostile: rule.benchmark_hostile,
-                summary: rule.summary.clone(),
-                advice: rule.advice.clone(),
-                evidence: dedup(ev.evidence),
-                affected: rule.affected.as_ref().map(|a| a.to_string()),
-                fixed_in: rule.fixed_in.clone(),
-                commits: rule.commits.clone(),
-                references: rule.references.clone(),
-            }),
-            Truth::Unknown => undetermined.push(Undetermined {
-                id: rule.id.clone(),
-                title: rule.title.clone(),
-                severity: rule.severity,
-                missing: dedup(ev.missing),
-            }),
+            Truth::True => findings.push(finding(rule, ev.evidence)),
+            Truth::Unknown => {
+                let missing = dedup(ev.missing);
+                match rule.eval_likely(facts) {
+                    Some(l) => likely.push(Finding {
+                        assumes: rule.likely.as_ref().map(|l| l.assumes.clone()),
+                        confirm: supply_hints(&missing, facts.mode),
+                        ..finding(rule, l.evidence)
+                    }),
+                    None => undetermined.push(Undetermined {
+                        id: rule.id.clone(),
+                        title: rule.title.clone(),
+                        severity: rule.severity,
+                        supply: supply_hints(&missing, facts.mode),
+                        missing,
+                    }),
+                }
+            }
             Truth::False => {}
         }
     }
     // Most severe first; hostile before not at equal severity; stable by id.
-    findings.sort_by(|a, b| {
+    let order = |a: &Finding, b: &Finding| {
         b.severity.cmp(&a.severity).then(b.benchmark_hostile.cmp(&a.benchmark_hostile)).then(a.id.cmp(&b.id))
-    });
-    DoctorReport { facts: facts.clone(), rules_checked: rules.len(), findings, undetermined }
+    };
+    findings.sort_by(order);
+    likely.sort_by(order);
+    DoctorReport { facts: facts.clone(), rules_checked: rules.len(), findings, likely, undetermined }
 }
 
 fn dedup(v: Vec<String>) -> Vec<String> {
@@ -152,65 +227,30 @@ fn role(r: CommitRole) -> &'static str {
 impl fmt::Display for DoctorReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mode = match self.facts.mode {
-            super::facts::FactsMode::Live => "this machine",
-            super::facts::FactsMode::Offline => "offline facts",
+            FactsMode::Live => "this machine",
+            FactsMode::Offline => "offline facts",
         };
         writeln!(f, "fslab doctor ({mode})")?;
         for l in self.facts.summary_lines() {
             writeln!(f, "  {l}")?;
         }
         writeln!(f)?;
-        let hostile = self.benchmark_hostile().len();
-        match self.findings.len() {
-            0 => writeln!(f, "No known issues found ({} rules checked).", self.rules_checked)?,
-            n => writeln!(f, "{n} finding(s), {hostile} benchmark-hostile ({} rules checked):", self.rules_checked)?,
-        }
+        writeln!(f, "{}", self.headline())?;
         for x in &self.findings {
+            write_finding(f, x, "")?;
+        }
+        if !self.likely.is_empty() {
             writeln!(f)?;
-            writeln!(
-                f,
-                "[{}] {}{}",
-                x.severity.as_str().to_uppercase(),
-                x.title,
-                if x.benchmark_hostile { "  (benchmark-hostile)" } else { "" }
-            )?;
-            writeln!(f, "  rule:    {}", x.id)?;
-            writeln!(f, "  because: {}", x.evidence.join("; "))?;
-            write!(f, "{}", wrap(&x.summary, "  ", 100))?;
-            if x.affected.is_some() || x.fixed_in.is_some() {
-                let mut s = String::from("  kernels: ");
-                if let Some(a) = &x.affected {
-                    s.push_str(&format!("affected {a}"));
-                }
-                if let Some(v) = &x.fixed_in {
-                    if x.affected.is_some() {
-                        s.push_str("; ");
-                    }
-                    s.push_str(&format!("fixed in {v}"));
-                }
-                writeln!(f, "{s}")?;
-            }
-            for c in &x.commits {
-                writeln!(
-                    f,
-                    "  commit:  {} \"{}\" ({}{})",
-                    c.id,
-                    c.title,
-                    role(c.role),
-                    c.version.as_ref().map(|v| format!(", {v}")).unwrap_or_default()
-                )?;
-            }
-            writeln!(f, "  advice:")?;
-            write!(f, "{}", wrap(&x.advice, "    ", 100))?;
-            for r in &x.references {
-                writeln!(f, "  see:     {r}")?;
+            writeln!(f, "Likely, but not confirmed by these facts:")?;
+            for x in &self.likely {
+                write_finding(f, x, "LIKELY ")?;
             }
         }
         if !self.undetermined.is_empty() {
             writeln!(f)?;
             writeln!(f, "Not decidable with these facts:")?;
             for u in &self.undetermined {
-                writeln!(f, "  {} (needs {})", u.id, u.missing.join(", "))?;
+                writeln!(f, "  {} (needs {}; give {})", u.id, u.missing.join(", "), u.supply.join(", "))?;
             }
         }
         if !self.facts.notes.is_empty() {
@@ -222,6 +262,84 @@ impl fmt::Display for DoctorReport {
         }
         Ok(())
     }
+}
+
+impl DoctorReport {
+    /// The first line of the verdict. "No known issues" only when every
+    /// rule was decided.
+    pub fn headline(&self) -> String {
+        let checked = self.rules_checked;
+        let open = match (self.likely.len(), self.undetermined.len()) {
+            (0, 0) => String::new(),
+            (l, 0) => format!("{l} likely"),
+            (0, u) => format!("{u} undecided"),
+            (l, u) => format!("{l} likely, {u} undecided"),
+        };
+        match (self.findings.len(), open.is_empty()) {
+            (0, true) => format!("No known issues found ({checked} rules checked, all decided)."),
+            (0, false) => {
+                format!("No issue confirmed, but not every rule could be decided: {open} ({checked} rules checked).")
+            }
+            (n, true) => format!(
+                "{n} finding(s), {} benchmark-hostile ({checked} rules checked):",
+                self.benchmark_hostile().len()
+            ),
+            (n, false) => format!(
+                "{n} finding(s), {} benchmark-hostile; {open} ({checked} rules checked):",
+                self.benchmark_hostile().len()
+            ),
+        }
+    }
+}
+
+fn write_finding(f: &mut fmt::Formatter<'_>, x: &Finding, tier: &str) -> fmt::Result {
+    writeln!(f)?;
+    writeln!(
+        f,
+        "[{tier}{}] {}{}",
+        x.severity.as_str().to_uppercase(),
+        x.title,
+        if x.benchmark_hostile { "  (benchmark-hostile)" } else { "" }
+    )?;
+    writeln!(f, "  rule:    {}", x.id)?;
+    writeln!(f, "  because: {}", x.evidence.join("; "))?;
+    if let Some(a) = &x.assumes {
+        writeln!(f, "  assumes:")?;
+        write!(f, "{}", wrap(a, "    ", 100))?;
+    }
+    if !x.confirm.is_empty() {
+        writeln!(f, "  confirm: {}", x.confirm.join("; "))?;
+    }
+    write!(f, "{}", wrap(&x.summary, "  ", 100))?;
+    if x.affected.is_some() || x.fixed_in.is_some() {
+        let mut s = String::from("  kernels: ");
+        if let Some(a) = &x.affected {
+            s.push_str(&format!("affected {a}"));
+        }
+        if let Some(v) = &x.fixed_in {
+            if x.affected.is_some() {
+                s.push_str("; ");
+            }
+            s.push_str(&format!("fixed in {v}"));
+        }
+        writeln!(f, "{s}")?;
+    }
+    for c in &x.commits {
+        writeln!(
+            f,
+            "  commit:  {} \"{}\" ({}{})",
+            c.id,
+            c.title,
+            role(c.role),
+            c.version.as_ref().map(|v| format!(", {v}")).unwrap_or_default()
+        )?;
+    }
+    writeln!(f, "  advice:")?;
+    write!(f, "{}", wrap(&x.advice, "    ", 100))?;
+    for r in &x.references {
+        writeln!(f, "  see:     {r}")?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -278,6 +396,9 @@ mod tests {
         let mut f = Facts::empty(FactsMode::Offline);
         f.set("kconfig.KASAN", "y").unwrap();
         f.set("ext4.lazyinit_running", "true").unwrap();
+        f.set("fs.type", "ext4").unwrap();
+        f.set("ext4.itable_unzeroed_groups", "3").unwrap();
+        f.set("mount.rw", "").unwrap();
         let report = doctor(&f, &builtin_rules().unwrap());
         let lines = report.hostile_lines();
         assert!(lines.iter().any(|l| l.contains("debug-kasan")), "{lines:?}");
@@ -285,6 +406,66 @@ mod tests {
         assert!(report.benchmark_hostile().iter().all(|x| x.benchmark_hostile));
         assert!(!report.undetermined.is_empty());
         assert!(report.to_string().contains("Not decidable with these facts"));
+    }
+
+    /// A 5.19 kernel config with ext4 is squarely in the mb_optimize_scan
+    /// range: offline, without device facts, the rule is "likely" with what
+    /// would confirm it, and the report does not say "No known issues".
+    #[test]
+    fn offline_mb_optimize_scan_is_likely_until_confirmed() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("rpi-5.19.config");
+        std::fs::write(&cfg, "CONFIG_EXT4_FS=y\nCONFIG_PREEMPT_NONE=y\n# CONFIG_SQUASHFS is not set\n").unwrap();
+        let rules = builtin_rules().unwrap();
+        let facts = Facts::offline(Some(&cfg), Some("5.19.0"), None, None).unwrap();
+        let report = doctor(&facts, &rules);
+        assert!(report.findings.is_empty(), "{report}");
+        let likely: Vec<&str> = report.likely.iter().map(|f| f.id.as_str()).collect();
+        assert_eq!(likely, ["ext4-mb-optimize-scan-spreading"], "{report}");
+        let l = &report.likely[0];
+        assert!(l.assumes.as_deref().is_some_and(|a| a.contains("16 or more block groups")), "{l:?}");
+        let confirm = l.confirm.join("; ");
+        for flag in ["--device-kind", "--fs-size", "--fs TYPE"] {
+            assert!(confirm.contains(flag), "{confirm}");
+        }
+        let text = report.to_string();
+        assert!(!text.contains("No known issues found"), "{text}");
+        assert!(text.contains("[LIKELY HIGH]") && text.contains("1 likely"), "{text}");
+        assert!(!report.undetermined.iter().any(|u| u.id == l.id), "likely rules are not also undecided");
+
+        // Confirmed with the device and size …
+        let mut sd = Facts::offline(Some(&cfg), Some("5.19.0"), None, Some("ext4")).unwrap();
+        sd.set("device.kind", "sdcard").unwrap();
+        sd.set("fs.size", "32GiB").unwrap();
+        let report = doctor(&sd, &rules);
+        assert!(report.findings.iter().any(|f| f.id == "ext4-mb-optimize-scan-spreading"), "{report}");
+        assert!(report.likely.is_empty(), "{report}");
+        // … ruled out by the mount option, or for a large SSD filesystem.
+        let off = Facts::offline(Some(&cfg), Some("5.19.0"), Some("rw,mb_optimize_scan=0"), Some("ext4")).unwrap();
+        let report = doctor(&off, &rules);
+        assert!(report.likely.iter().chain(&report.findings).all(|f| !f.id.starts_with("ext4-mb")), "{report}");
+        let mut ssd = Facts::offline(Some(&cfg), Some("5.19.0"), None, Some("ext4")).unwrap();
+        ssd.set("device.kind", "ssd").unwrap();
+        ssd.set("fs.size", "1TiB").unwrap();
+        let report = doctor(&ssd, &rules);
+        assert!(report.likely.iter().chain(&report.findings).all(|f| !f.id.starts_with("ext4-mb")), "{report}");
+        // A fixed kernel decides it without device facts.
+        let fixed = Facts::offline(Some(&cfg), Some("6.1.0"), None, None).unwrap();
+        let report = doctor(&fixed, &rules);
+        assert!(report.likely.is_empty() && report.findings.is_empty(), "{report}");
+    }
+
+    #[test]
+    fn headline_says_what_was_decided() {
+        let rules = builtin_rules().unwrap();
+        let mut none = Facts::empty(FactsMode::Offline);
+        none.set("kernel.release", "6.1.0").unwrap();
+        let report = doctor(&none, &rules);
+        assert!(!report.undetermined.is_empty());
+        assert!(report.headline().starts_with("No issue confirmed, but not every rule could be decided"), "{report}");
+        let empty =
+            DoctorReport { facts: none, rules_checked: 3, findings: vec![], likely: vec![], undetermined: vec![] };
+        assert_eq!(empty.headline(), "No known issues found (3 rules checked, all decided).");
     }
 
     #[test]

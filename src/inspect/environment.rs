@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
-use super::cmd;
+use crate::sys::exec;
 
 /// Snapshot of the machine, stored with every experiment.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
@@ -144,7 +144,7 @@ pub fn geometry(fstype: &str, device: &Path) -> Result<String> {
 /// command line and its message.
 fn tool_text(program: &str, args: &[&str]) -> Result<String> {
     let line = format!("{program} {}", args.join(" "));
-    match cmd::run(program, args, cmd::DEFAULT_TIMEOUT) {
+    match exec::run(program, args, exec::DEFAULT_TIMEOUT) {
         Ok(out) if out.success => Ok(out.stdout),
         Ok(out) => {
             let msg = failure_message(program, &out.stderr, &out.stdout);
@@ -184,11 +184,12 @@ fn code_text(code: Option<i32>) -> String {
 /// First version line of `tool arg`, `"not installed"`, or a short
 /// explanation of why no version could be read.
 fn tool_version(tool: &str, arg: &str) -> String {
-    match cmd::run(tool, &[arg], VERSION_TIMEOUT) {
-        Err(cmd::RunError::NotFound) => NOT_INSTALLED.to_string(),
+    match exec::run(tool, &[arg], VERSION_TIMEOUT) {
+        Err(exec::RunError::NotFound) => NOT_INSTALLED.to_string(),
         Err(e) => format!("unknown ({tool} {arg}: {e})"),
         Ok(out) => {
-            let line = cmd::first_line(&out.stdout).or_else(|| cmd::first_line(&out.stderr)).unwrap_or("").to_string();
+            let line =
+                exec::first_line(&out.stdout).or_else(|| exec::first_line(&out.stderr)).unwrap_or("").to_string();
             if out.success && !line.is_empty() {
                 return line;
             }
@@ -212,7 +213,7 @@ fn erofs_version_by_build() -> Option<String> {
     let src = dir.join("src");
     std::fs::create_dir_all(&src).ok()?;
     let img = dir.join("probe.img");
-    let result = cmd::run("mkfs.erofs", &[&img.to_string_lossy(), &src.to_string_lossy()], VERSION_TIMEOUT);
+    let result = exec::run("mkfs.erofs", &[&img.to_string_lossy(), &src.to_string_lossy()], VERSION_TIMEOUT);
     let _ = std::fs::remove_dir_all(&dir);
     let out = result.ok()?;
     let line = out.stdout.lines().chain(out.stderr.lines()).map(str::trim).find(|l| l.starts_with("mkfs.erofs "))?;
@@ -361,8 +362,8 @@ mod tests {
         f.set_len(64 << 20).unwrap();
         drop(f);
         let img_s = img.to_string_lossy().to_string();
-        match cmd::run("mkfs.ext4", &["-F", "-q", &img_s], cmd::DEFAULT_TIMEOUT) {
-            Err(cmd::RunError::NotFound) => {
+        match exec::run("mkfs.ext4", &["-F", "-q", &img_s], exec::DEFAULT_TIMEOUT) {
+            Err(exec::RunError::NotFound) => {
                 crate::testsupport::skip("mkfs.ext4 not installed");
                 return;
             }
@@ -382,8 +383,8 @@ mod tests {
         f.set_len(320 << 20).unwrap();
         drop(f);
         let img_s = img.to_string_lossy().to_string();
-        match cmd::run("mkfs.xfs", &["-q", "-f", &img_s], cmd::DEFAULT_TIMEOUT) {
-            Err(cmd::RunError::NotFound) => {
+        match exec::run("mkfs.xfs", &["-q", "-f", &img_s], exec::DEFAULT_TIMEOUT) {
+            Err(exec::RunError::NotFound) => {
                 crate::testsupport::skip("mkfs.xfs not installed");
                 return;
             }
@@ -402,8 +403,8 @@ mod tests {
         f.set_len(256 << 20).unwrap();
         drop(f);
         let img_s = img.to_string_lossy().to_string();
-        match cmd::run("mkfs.btrfs", &["-q", "-f", &img_s], cmd::DEFAULT_TIMEOUT) {
-            Err(cmd::RunError::NotFound) => {
+        match exec::run("mkfs.btrfs", &["-q", "-f", &img_s], exec::DEFAULT_TIMEOUT) {
+            Err(exec::RunError::NotFound) => {
                 crate::testsupport::skip("mkfs.btrfs not installed");
                 return;
             }

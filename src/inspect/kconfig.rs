@@ -8,7 +8,7 @@ use std::fmt;
 use std::io::Read;
 use std::path::Path;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize, Serializer};
 
 use super::kconfig_notes::{self, Area};
@@ -147,7 +147,17 @@ impl KernelConfig {
                 )
             })?
         };
-        Ok(Self::parse(&text, &path.display().to_string())?)
+        let cfg = Self::parse(&text, &path.display().to_string())?;
+        // An empty or comment-only file parses, but is no config: diffing
+        // it would call every option of the other side "added".
+        if cfg.options.is_empty() {
+            bail!(
+                "{}: no kernel config options in it (expected lines like `CONFIG_EXT4_FS=y` or \
+                 `# CONFIG_EXT4_FS is not set`); is this a kernel .config?",
+                path.display()
+            );
+        }
+        Ok(cfg)
     }
 
     /// The running kernel's config: `/proc/config.gz`, else
@@ -441,6 +451,19 @@ CONFIG_DOS=y\r
         // Display is the config-file form; it parses back.
         let esc = c.get("ESC").unwrap().to_string();
         assert_eq!(parse_value(&esc).unwrap(), KValue::Str("a \"q\" b\\".into()));
+    }
+
+    #[test]
+    fn empty_or_comment_only_files_are_no_config() {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in
+            [("empty.config", ""), ("comments.config", "#\n# Linux/x86 6.1 Kernel Configuration\n#\n\n")]
+        {
+            let p = dir.path().join(name);
+            std::fs::write(&p, text).unwrap();
+            let e = KernelConfig::from_file(&p).unwrap_err().to_string();
+            assert!(e.contains(name) && e.contains("no kernel config options"), "{e}");
+        }
     }
 
     #[test]

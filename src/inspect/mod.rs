@@ -11,12 +11,12 @@
 //! * [`doctor`]: evaluating rules against facts into a report.
 //! * [`version`]: kernel versions and version ranges.
 
-mod cmd;
 pub mod doctor;
 pub mod environment;
 pub mod facts;
 pub mod kconfig;
 pub mod kconfig_notes;
+pub mod machine;
 pub mod rules;
 pub mod version;
 

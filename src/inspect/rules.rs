@@ -26,6 +26,10 @@
 //!   { kconfig = "SQUASHFS_DECOMP_SINGLE", is = "y" },
 //!   { fact = "fs.type", eq = "squashfs" },
 //! ]
+//!
+//! [likely]                           # optional: the "likely" tier, see below
+//! when = { kconfig = "SQUASHFS", is = "set" }
+//! assumes = "Why the unknown facts probably make the rule true."
 //! ```
 //!
 //! # Condition language
@@ -53,6 +57,16 @@
 //! `all`/`any`/`not` follow Kleene logic, so a rule fires only when its
 //! condition is definitely true; undetermined rules are listed with the
 //! facts they were missing.
+//!
+//! # The likely tier
+//!
+//! Offline, some facts are rarely known (the device, the filesystem size),
+//! and a rule that depends on them would stay undetermined however clearly
+//! the kernel is affected. A rule may say when it is *likely* anyway: when
+//! its `when` is unknown (so nothing known contradicts it), its `affected`
+//! range holds and `[likely] when` is true, the doctor reports it as a
+//! likely finding with `assumes` (the default or common case it relies on)
+//! and what would confirm it (the facts `when` was missing).
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -180,8 +194,9 @@ fn toml_to_fact(v: &toml::Value) -> Result<FactValue, String> {
 }
 
 fn build_fact_op(key: &str, op: &str, v: &toml::Value) -> Result<FactOp, String> {
-    let kind =
-        fact_key(key).ok_or_else(|| format!("unknown fact `{key}` (see FACT_KEYS in src/inspect/facts.rs)"))?.kind;
+    let kind = fact_key(key)
+        .ok_or_else(|| format!("unknown fact `{key}` (see FACT_KEYS in src/inspect/facts/model.rs)"))?
+        .kind;
     let number = || match v {
         toml::Value::Integer(i) => Ok(*i as f64),
         toml::Value::Float(f) => Ok(*f),
@@ -526,8 +541,26 @@ pub struct Rule {
     pub advice: String,
     #[serde(skip)]
     pub when: Condition,
+    /// When the rule is likely though `when` is undecided.
+    pub likely: Option<Likely>,
     /// File the rule came from.
     pub file: String,
+}
+
+/// The likely tier of a rule (see the module documentation).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Likely {
+    #[serde(skip)]
+    pub when: Condition,
+    /// The defaults or common case the unknown facts are assumed to follow.
+    pub assumes: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LikelyFile {
+    when: Condition,
+    assumes: String,
 }
 
 fn ser_opt_display<S: serde::Serializer, T: fmt::Display>(v: &Option<T>, s: S) -> Result<S::Ok, S::Error> {
@@ -556,6 +589,7 @@ struct RuleFile {
     summary: String,
     advice: String,
     when: Condition,
+    likely: Option<LikelyFile>,
 }
 
 /// A rule file that could not be loaded.
@@ -604,6 +638,9 @@ impl Rule {
                 return Err(fail(None, format!("`{field}` is empty")));
             }
         }
+        if raw.likely.as_ref().is_some_and(|l| l.assumes.trim().is_empty()) {
+            return Err(fail(None, "`likely.assumes` is empty: say what the likely tier assumes".to_string()));
+        }
         if let Some(f) = &raw.fixed_in {
             KernelVersion::parse(f.get_ref()).map_err(|e| fail(Some(f.span()), format!("fixed_in: {e}")))?;
         }
@@ -640,8 +677,24 @@ impl Rule {
             summary: raw.summary.trim().to_string(),
             advice: raw.advice.trim().to_string(),
             when: raw.when,
+            likely: raw.likely.map(|l| Likely { when: l.when, assumes: l.assumes.trim().to_string() }),
             file: file.to_string(),
         })
+    }
+
+    /// The likely tier: `Some` with the evidence when [`Rule::eval`] is
+    /// unknown and the rule's `affected` range and `[likely] when` are true.
+    pub fn eval_likely(&self, facts: &Facts) -> Option<Eval> {
+        let likely = self.likely.as_ref()?;
+        if self.eval(facts).truth != Truth::Unknown {
+            return None;
+        }
+        let cond = match &self.affected {
+            None => likely.when.clone(),
+            Some(req) => Condition::All(vec![Condition::Kernel(req.clone()), likely.when.clone()]),
+        };
+        let ev = cond.eval(facts);
+        (ev.truth == Truth::True).then_some(ev)
     }
 
     /// Evaluate the rule: its filesystem scope, `affected` range and
@@ -679,6 +732,7 @@ pub const BUILTIN_RULE_FILES: &[(&str, &str)] = builtin![
     "squashfs-file-cache",
     "ext4-mb-optimize-scan-spreading",
     "ext4-lazyinit-running",
+    "ext4-lazyinit-bitmap-prefetch",
     "ext4-data-journal",
     "xfs-agcount-below-cpus",
     "btrfs-metadata-dup",
@@ -924,9 +978,16 @@ all = [
                 let want = match case.expect.as_str() {
                     "fire" => Truth::True,
                     "quiet" => Truth::False,
-                    "undetermined" => Truth::Unknown,
+                    "undetermined" | "likely" => Truth::Unknown,
                     other => panic!("{}: case `{}`: bad expect `{other}`", file.display(), case.name),
                 };
+                assert_eq!(
+                    rule.eval_likely(&facts).is_some(),
+                    case.expect == "likely",
+                    "rule {} case `{}`: likely tier",
+                    rule.id,
+                    case.name
+                );
                 assert_eq!(
                     ev.truth, want,
                     "rule {} case `{}`: evidence {:?}, missing {:?}",

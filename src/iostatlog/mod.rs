@@ -10,24 +10,100 @@ pub mod compare;
 pub mod parse;
 pub mod record;
 pub mod report;
+pub mod rows;
+pub mod series;
 pub mod summarize;
 
+use std::fs::File;
+use std::io::BufReader;
 use std::path::Path;
 
 use anyhow::{Context, Result};
 
 pub use compare::{compare, render_comparison, CompareRow, Comparison, DeviceComparison};
-pub use parse::{parse_log, IostatLog, Layout, ParseIssue, Sample, Unit};
+pub use parse::{parse_log, IostatLog, Item, Layout, LogInfo, LogReader, ParseIssue, Parser, Sample, Unit};
 pub use record::{record, write_report, RecordOptions, RECORD_COLUMNS};
-pub use summarize::{summarize, BusySummary, DeviceSummary, FileSummary, FirstReport, IntervalSource, SummaryOptions};
+pub use series::{BoundedSeries, Bucket, ChartPoint, Envelope, LogSeries, SeriesBuilder, IO_CHANNELS, SERIES_BUCKETS};
+pub use summarize::{
+    summarize, BusySummary, DeviceSummary, FileSummary, FirstReport, IntervalSource, Summarizer, SummaryOptions,
+};
 
-/// Reads and parses a log file. Errors name the file and line; in lenient
-/// mode skipped lines are returned in [`IostatLog::warnings`].
+/// Reads a log file in 1 MiB pieces.
+const READ_BUFFER: usize = 1 << 20;
+
+/// A streaming reader of the log at `path` (see [`LogReader`]).
+pub fn open(path: &Path, lenient: bool) -> Result<LogReader<BufReader<File>>> {
+    let f = File::open(path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(LogReader::new(BufReader::with_capacity(READ_BUFFER, f), lenient))
+}
+
+/// `path:line: message`, as every iostat-log error reads.
+pub fn located(path: &Path, e: &ParseIssue) -> anyhow::Error {
+    anyhow::anyhow!("{}:{}: {}", path.display(), e.line, e.message)
+}
+
+/// Every sample of the log at `path`, in order, handed to `each` with what
+/// the log said about itself so far (the banner comes before any row);
+/// lenient-mode skipped lines go to `skipped`. Returns the whole log's
+/// [`LogInfo`]. Memory stays constant whatever the log's length.
+pub fn for_each_sample(
+    path: &Path,
+    lenient: bool,
+    skipped: &mut dyn FnMut(&ParseIssue),
+    each: &mut dyn FnMut(Sample, &LogInfo) -> Result<()>,
+) -> Result<LogInfo> {
+    let mut reader = open(path, lenient)?;
+    while let Some(item) = reader.next() {
+        match item.map_err(|e| located(path, &e))? {
+            Item::Sample(s) => each(s, reader.info())?,
+            Item::Skipped(w) => skipped(&w),
+        }
+    }
+    Ok(reader.info().clone())
+}
+
+/// Reads and parses a log file into memory. Errors name the file and line;
+/// in lenient mode skipped lines are returned in [`IostatLog::warnings`].
+/// Long logs are better streamed ([`for_each_sample`], [`summarize_file`]).
 pub fn parse_file(path: &Path, lenient: bool) -> Result<IostatLog> {
-    let bytes = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-    // Logs pasted through mail may carry stray bytes; judge them line by line.
-    let text = String::from_utf8_lossy(&bytes);
-    parse_log(&text, lenient).map_err(|e| anyhow::anyhow!("{}:{}: {}", path.display(), e.line, e.message))
+    let mut log = IostatLog::default();
+    let mut warnings = Vec::new();
+    let info = for_each_sample(path, lenient, &mut |w| warnings.push(w.clone()), &mut |s, _| {
+        log.samples.push(s);
+        Ok(())
+    })?;
+    (log.banner, log.layout, log.unit, log.reports, log.warnings) =
+        (info.banner, info.layout, info.unit, info.reports, warnings);
+    Ok(log)
+}
+
+/// Summarises the log at `path` streaming, in constant memory: one pass,
+/// or two when the busy window needs the interval from the timestamps
+/// first. Skipped lines (lenient) are reported once, from the first pass.
+pub fn summarize_file(
+    path: &Path,
+    opts: &SummaryOptions,
+    lenient: bool,
+    skipped: &mut dyn FnMut(&ParseIssue),
+) -> Result<FileSummary> {
+    let label = path.display().to_string();
+    let pass = |interval: Option<f64>, skipped: &mut dyn FnMut(&ParseIssue)| -> Result<(Summarizer, LogInfo)> {
+        let mut s = Summarizer::new(opts, interval);
+        let info = for_each_sample(path, lenient, skipped, &mut |sample, info| {
+            s.set_banner(info.banner.is_some());
+            s.push(&sample).map_err(|e| anyhow::anyhow!("{}:{}: {e}", path.display(), sample.line))
+        })?;
+        Ok((s, info))
+    };
+    let (first, info) = pass(None, skipped)?;
+    if !summarize::needs_interval_pass(opts) {
+        return Ok(first.finish(&label, &info));
+    }
+    let (interval, source) = first.settled_interval(&info);
+    let (second, info) = pass(Some(interval), &mut |_| {})?;
+    let mut summary = second.finish(&label, &info);
+    summary.interval_source = source;
+    Ok(summary)
 }
 
 /// Plain-text rendering of summaries, one block per file and device.

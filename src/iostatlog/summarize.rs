@@ -1,8 +1,12 @@
-//! Per-device totals and the busy phase of a parsed iostat log.
+//! Per-device totals and the busy phase of an iostat log, accumulated one
+//! sample at a time ([`Summarizer`]) so a log of any length is summarised
+//! in constant memory.
+
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
-use super::parse::{IostatLog, Sample};
+use super::parse::{IostatLog, LogInfo, Sample};
 
 /// What to do with the first report of a log.
 ///
@@ -115,114 +119,416 @@ pub struct BusySummary {
     pub weighted_wareq_kb: Option<f64>,
 }
 
-/// Median positive step between report timestamps.
-fn timestamp_interval(samples: &[&Sample]) -> Option<f64> {
-    let mut times: Vec<(usize, f64)> = samples.iter().filter_map(|s| s.t_s.map(|t| (s.report, t))).collect();
-    times.dedup_by_key(|(r, _)| *r);
-    if times.len() < 2 {
-        return None;
-    }
-    // Timestamps have 1 s resolution. For intervals of a second or more the
-    // median step is exact and ignores gaps (a suspended board); below a
-    // second only the mean spacing over the whole log is meaningful.
-    let mean_step = (times[times.len() - 1].1 - times[0].1) / (times.len() - 1) as f64;
-    if mean_step <= 0.0 {
-        return None;
-    }
-    let mut steps: Vec<f64> = times.windows(2).map(|w| w[1].1 - w[0].1).filter(|d| *d > 0.0).collect();
-    steps.sort_by(f64::total_cmp);
-    if mean_step < 1.0 || steps.is_empty() {
-        return Some(mean_step);
-    }
-    Some(steps[steps.len() / 2])
+/// More distinct device names than this in one log is not an iostat log
+/// of a real machine; refusing keeps the summary's memory bounded.
+pub const MAX_DEVICES: usize = 4096;
+
+/// Report timestamps of the kept samples: what [`timestamp_interval`]
+/// needs, without keeping them.
+#[derive(Clone, Debug, Default)]
+struct Times {
+    /// (report, t) of the last report seen with a timestamp.
+    last: Option<(usize, f64)>,
+    first_t: Option<f64>,
+    count: usize,
+    /// Positive steps between consecutive reports, by value. Timestamps
+    /// have 1 s resolution and a backwards step is a new day, so there are
+    /// at most 86,401 distinct values.
+    steps: BTreeMap<u64, usize>,
+    steps_total: usize,
 }
 
-fn mean(v: impl Iterator<Item = f64>) -> Option<f64> {
-    let (n, sum) = v.fold((0usize, 0.0), |(n, s), x| (n + 1, s + x));
+impl Times {
+    fn push(&mut self, s: &Sample) {
+        let Some(t) = s.t_s else { return };
+        if self.last.is_some_and(|(r, _)| r == s.report) {
+            return;
+        }
+        if let Some((_, prev)) = self.last {
+            let step = t - prev;
+            if step > 0.0 {
+                // Positive finite floats order like their bit patterns.
+                *self.steps.entry(step.to_bits()).or_default() += 1;
+                self.steps_total += 1;
+            }
+        }
+        self.first_t.get_or_insert(t);
+        self.last = Some((s.report, t));
+        self.count += 1;
+    }
+
+    /// Median positive step between report timestamps.
+    fn interval(&self) -> Option<f64> {
+        if self.count < 2 {
+            return None;
+        }
+        // Timestamps have 1 s resolution. For intervals of a second or more the
+        // median step is exact and ignores gaps (a suspended board); below a
+        // second only the mean spacing over the whole log is meaningful.
+        let mean_step = (self.last?.1 - self.first_t?) / (self.count - 1) as f64;
+        if mean_step <= 0.0 {
+            return None;
+        }
+        if mean_step < 1.0 || self.steps_total == 0 {
+            return Some(mean_step);
+        }
+        let mut k = self.steps_total / 2;
+        for (bits, n) in &self.steps {
+            if k < *n {
+                return Some(f64::from_bits(*bits));
+            }
+            k -= n;
+        }
+        None
+    }
+}
+
+fn mean(sum: f64, n: usize) -> Option<f64> {
     (n > 0).then(|| sum / n as f64)
+}
+
+/// Running sums of one device.
+#[derive(Clone, Debug)]
+struct DeviceAcc {
+    name: String,
+    rows: usize,
+    // Sums of per-sample kB/s; × interval / 1024 at the end gives MiB.
+    rkb: f64,
+    wkb: f64,
+    util_sum: f64,
+    util_n: usize,
+    busy: BusyAcc,
+}
+
+#[derive(Clone, Debug, Default)]
+struct BusyAcc {
+    samples: usize,
+    first_index: Option<usize>,
+    rkb: f64,
+    wkb: f64,
+    rareq_sum: f64,
+    rareq_n: usize,
+    wareq_sum: f64,
+    wareq_n: usize,
+    r_ios: f64,
+    w_ios: f64,
+}
+
+impl DeviceAcc {
+    fn new(name: &str) -> Self {
+        DeviceAcc {
+            name: name.to_string(),
+            rows: 0,
+            rkb: 0.0,
+            wkb: 0.0,
+            util_sum: 0.0,
+            util_n: 0,
+            busy: BusyAcc::default(),
+        }
+    }
+
+    fn push(&mut self, s: &Sample, threshold: f64, busy_limit: Option<usize>) {
+        let index = self.rows;
+        self.rows += 1;
+        self.rkb += s.rkb_s;
+        self.wkb += s.wkb_s;
+        if let Some(u) = s.util_pct {
+            self.util_sum += u;
+            self.util_n += 1;
+        }
+        let busy = s.util_pct.is_some_and(|u| u >= threshold);
+        if !busy || busy_limit.is_some_and(|n| self.busy.samples >= n) {
+            return;
+        }
+        let b = &mut self.busy;
+        b.samples += 1;
+        b.first_index.get_or_insert(index);
+        b.rkb += s.rkb_s;
+        b.wkb += s.wkb_s;
+        // Mean request sizes over busy samples that moved data that way.
+        if s.r_s.unwrap_or(s.rkb_s) > 0.0 {
+            if let Some(k) = s.rareq_kb {
+                b.rareq_sum += k;
+                b.rareq_n += 1;
+            }
+        }
+        if s.w_s.unwrap_or(s.wkb_s) > 0.0 {
+            if let Some(k) = s.wareq_kb {
+                b.wareq_sum += k;
+                b.wareq_n += 1;
+            }
+        }
+        b.r_ios += s.r_s.unwrap_or(0.0);
+        b.w_ios += s.w_s.unwrap_or(0.0);
+    }
+
+    fn summary(&self, interval_s: f64) -> DeviceSummary {
+        let mb = |kb_s: f64| kb_s * interval_s / 1024.0;
+        let b = &self.busy;
+        DeviceSummary {
+            name: self.name.clone(),
+            samples: self.rows,
+            interval_s,
+            duration_s: self.rows as f64 * interval_s,
+            read_mb: mb(self.rkb),
+            written_mb: mb(self.wkb),
+            mean_util_pct: mean(self.util_sum, self.util_n),
+            busy: BusySummary {
+                samples: b.samples,
+                seconds: b.samples as f64 * interval_s,
+                starts_at_s: b.first_index.map(|i| i as f64 * interval_s),
+                read_mb: mb(b.rkb),
+                written_mb: mb(b.wkb),
+                mean_rareq_kb: mean(b.rareq_sum, b.rareq_n),
+                mean_wareq_kb: mean(b.wareq_sum, b.wareq_n),
+                weighted_rareq_kb: (b.r_ios > 0.0).then(|| b.rkb / b.r_ios),
+                weighted_wareq_kb: (b.w_ios > 0.0).then(|| b.wkb / b.w_ios),
+            },
+        }
+    }
+}
+
+/// Sums over a run of kept samples.
+#[derive(Clone, Debug, Default)]
+struct Acc {
+    devices: Vec<DeviceAcc>,
+    index: HashMap<String, usize>,
+    times: Times,
+}
+
+impl Acc {
+    fn push(&mut self, s: &Sample, threshold: f64, busy_limit: Option<usize>, max: usize) -> Result<(), String> {
+        // Logs name a handful of devices: a scan beats hashing the name.
+        let found = if self.devices.len() <= 16 {
+            self.devices.iter().position(|d| d.name == s.device)
+        } else {
+            self.index.get(s.device.as_str()).copied()
+        };
+        let i = match found {
+            Some(i) => i,
+            None => {
+                if self.devices.len() >= max {
+                    return Err(format!("more than {max} device names: not an iostat log of one machine?"));
+                }
+                self.devices.push(DeviceAcc::new(&s.device));
+                self.index.insert(s.device.clone(), self.devices.len() - 1);
+                self.devices.len() - 1
+            }
+        };
+        self.devices[i].push(s, threshold, busy_limit);
+        self.times.push(s);
+        Ok(())
+    }
+}
+
+/// Whether the since-boot first report is dropped, as far as known.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FirstState {
+    /// Still in the first report (its samples are held apart).
+    Open,
+    Kept,
+    Dropped,
+}
+
+/// Decides, while streaming, whether iostat's first report is kept:
+/// samples of the first report are held apart (as sums, never as rows)
+/// until a second report shows up or the log ends.
+#[derive(Clone, Debug)]
+pub(crate) struct FirstGate {
+    mode: FirstReport,
+    banner: bool,
+    first_report: Option<usize>,
+    pub(crate) state: FirstState,
+}
+
+/// Where a sample goes, from [`FirstGate::route`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// Into the held-apart first report.
+    First,
+    /// Into the summary proper.
+    Main,
+    /// This sample starts the second report: first keep (`true`) or drop
+    /// the held-apart part, then it goes into the summary proper.
+    Decided(bool),
+}
+
+impl FirstGate {
+    pub(crate) fn new(mode: FirstReport) -> Self {
+        FirstGate { mode, banner: false, first_report: None, state: FirstState::Open }
+    }
+
+    /// Whether the log has iostat's banner (known before its first report).
+    pub(crate) fn set_banner(&mut self, present: bool) {
+        self.banner = present;
+    }
+
+    fn decide(&mut self, more_reports: bool) -> bool {
+        let keep = match self.mode {
+            FirstReport::Keep => true,
+            FirstReport::Drop => false,
+            FirstReport::Auto => !(self.banner && more_reports),
+        };
+        self.state = if keep { FirstState::Kept } else { FirstState::Dropped };
+        keep
+    }
+
+    pub(crate) fn route(&mut self, report: usize) -> Route {
+        let first = *self.first_report.get_or_insert(report);
+        match self.state {
+            // A second report exists, so `Auto` now knows.
+            FirstState::Open if report != first => Route::Decided(self.decide(true)),
+            FirstState::Open => Route::First,
+            _ => Route::Main,
+        }
+    }
+
+    /// At the end of the log, with its banner and report count: the
+    /// decision, if it was still open.
+    pub(crate) fn settle(&mut self, info: &LogInfo) -> Option<bool> {
+        self.banner = info.banner.is_some();
+        (self.state == FirstState::Open).then(|| self.decide(info.reports > 1))
+    }
+
+    pub(crate) fn dropped(&self) -> bool {
+        self.state == FirstState::Dropped
+    }
+}
+
+/// Summarises a log one sample at a time, in constant memory.
+///
+/// The first report's samples are summed apart until the log shows
+/// whether it is iostat's since-boot report (see [`FirstReport`]); then
+/// those sums become the start of the summary or are dropped.
+///
+/// With a busy `window_s` the number of samples it covers depends on the
+/// interval, which comes from the timestamps of the whole log unless given.
+/// Give [`Summarizer::new`] that interval (`summarize_file` and
+/// [`summarize`] make a first pass for it); without it the window is not
+/// applied.
+pub struct Summarizer {
+    opts: SummaryOptions,
+    max_devices: usize,
+    busy_limit: Option<usize>,
+    gate: FirstGate,
+    first: Acc,
+    main: Acc,
+}
+
+impl Summarizer {
+    /// `interval_s`: the interval the busy window is counted in, when
+    /// `opts.interval_s` is not given (see the type's documentation).
+    pub fn new(opts: &SummaryOptions, interval_s: Option<f64>) -> Summarizer {
+        let window_interval = opts.interval_s.or(interval_s);
+        let busy_limit = match (opts.window_s, window_interval) {
+            // First N busy seconds: whole samples while they fit (a partial sample
+            // would need its throughput split, which iostat's averages cannot do).
+            (Some(w), Some(i)) => Some(((w / i) + 1e-9).floor().max(0.0) as usize),
+            _ => None,
+        };
+        Summarizer {
+            opts: opts.clone(),
+            max_devices: MAX_DEVICES,
+            busy_limit,
+            gate: FirstGate::new(opts.first_report),
+            first: Acc::default(),
+            main: Acc::default(),
+        }
+    }
+
+    /// Whether the log has iostat's banner (known before its first report).
+    pub fn set_banner(&mut self, present: bool) {
+        self.gate.set_banner(present);
+    }
+
+    /// Adds the next sample. An error only for logs with absurdly many
+    /// device names ([`MAX_DEVICES`]).
+    pub fn push(&mut self, s: &Sample) -> Result<(), String> {
+        let (t, limit, max) = (self.opts.util_threshold, self.busy_limit, self.max_devices);
+        match self.gate.route(s.report) {
+            Route::First => self.first.push(s, t, limit, max),
+            Route::Decided(keep) => {
+                self.close_first(keep);
+                self.main.push(s, t, limit, max)
+            }
+            Route::Main => self.main.push(s, t, limit, max),
+        }
+    }
+
+    fn close_first(&mut self, keep: bool) {
+        let first = std::mem::take(&mut self.first);
+        if keep {
+            // Nothing was added to `main` yet: the first report's sums are its start.
+            self.main = first;
+        }
+    }
+
+    /// The interval the summary will use, with where it comes from.
+    pub fn interval(&self) -> (f64, IntervalSource) {
+        let times = if self.gate.state == FirstState::Open { &self.first.times } else { &self.main.times };
+        match (self.opts.interval_s, times.interval()) {
+            (Some(i), _) => (i, IntervalSource::Option),
+            (None, Some(i)) => (i, IntervalSource::Timestamps),
+            (None, None) => (1.0, IntervalSource::Assumed),
+        }
+    }
+
+    /// At the end of the log: decide the first report with what the whole
+    /// log says (its report count decides `Auto` when every row is in one).
+    fn settle(&mut self, info: &LogInfo) {
+        if let Some(keep) = self.gate.settle(info) {
+            self.close_first(keep);
+        }
+    }
+
+    /// The interval a finished first pass found, and its source.
+    pub fn settled_interval(mut self, info: &LogInfo) -> (f64, IntervalSource) {
+        self.settle(info);
+        self.interval()
+    }
+
+    /// The summary; `info` is the whole log's.
+    pub fn finish(mut self, path: &str, info: &LogInfo) -> FileSummary {
+        self.settle(info);
+        let (interval_s, interval_source) = self.interval();
+        FileSummary {
+            path: path.to_string(),
+            dropped_first_report: self.gate.dropped(),
+            interval_source,
+            util_threshold: self.opts.util_threshold,
+            window_s: self.opts.window_s,
+            devices: self.main.devices.iter().map(|d| d.summary(interval_s)).collect(),
+        }
+    }
 }
 
 /// Summarises a parsed log; `path` is only copied into the result.
 pub fn summarize(path: &str, log: &IostatLog, opts: &SummaryOptions) -> FileSummary {
-    let drop_first = match opts.first_report {
-        FirstReport::Keep => false,
-        FirstReport::Drop => true,
-        FirstReport::Auto => log.banner.is_some() && log.reports > 1,
-    };
-    let first_report = log.samples.first().map(|s| s.report).unwrap_or(0);
-    let kept: Vec<&Sample> = log.samples.iter().filter(|s| !(drop_first && s.report == first_report)).collect();
-    let (interval_s, interval_source) = match (opts.interval_s, timestamp_interval(&kept)) {
-        (Some(i), _) => (i, IntervalSource::Option),
-        (None, Some(i)) => (i, IntervalSource::Timestamps),
-        (None, None) => (1.0, IntervalSource::Assumed),
-    };
-    let mut names: Vec<&str> = Vec::new();
-    for s in &kept {
-        if !names.contains(&s.device.as_str()) {
-            names.push(&s.device);
+    let info = log.info();
+    let run = |interval: Option<f64>| {
+        let mut s = Summarizer::new(opts, interval);
+        // Held in memory already: no device cap needed.
+        s.max_devices = usize::MAX;
+        s.set_banner(info.banner.is_some());
+        for sample in &log.samples {
+            let _ = s.push(sample);
         }
+        s
+    };
+    let first = run(None);
+    if !needs_interval_pass(opts) {
+        return first.finish(path, &info);
     }
-    let devices = names
-        .into_iter()
-        .map(|name| {
-            let rows: Vec<&Sample> = kept.iter().copied().filter(|s| s.device == name).collect();
-            device_summary(name, &rows, interval_s, opts)
-        })
-        .collect();
-    FileSummary {
-        path: path.to_string(),
-        dropped_first_report: drop_first,
-        interval_source,
-        util_threshold: opts.util_threshold,
-        window_s: opts.window_s,
-        devices,
-    }
+    let (interval, source) = first.settled_interval(&info);
+    let mut summary = run(Some(interval)).finish(path, &info);
+    summary.interval_source = source;
+    summary
 }
 
-fn device_summary(name: &str, rows: &[&Sample], interval_s: f64, opts: &SummaryOptions) -> DeviceSummary {
-    let mb = |kb_s: f64| kb_s * interval_s / 1024.0;
-    let mut busy: Vec<(usize, &Sample)> = rows
-        .iter()
-        .copied()
-        .enumerate()
-        .filter(|(_, s)| s.util_pct.is_some_and(|u| u >= opts.util_threshold))
-        .collect();
-    if let Some(w) = opts.window_s {
-        // First N busy seconds: whole samples while they fit (a partial sample
-        // would need its throughput split, which iostat's averages cannot do).
-        let n = ((w / interval_s) + 1e-9).floor().max(0.0) as usize;
-        busy.truncate(n);
-    }
-    let with = |f: fn(&Sample) -> Option<f64>, g: fn(&Sample) -> Option<f64>| {
-        mean(busy.iter().filter(|(_, s)| g(s).is_some_and(|n| n > 0.0)).filter_map(|(_, s)| f(s)))
-    };
-    let weighted = |kb: fn(&Sample) -> f64, ios: fn(&Sample) -> Option<f64>| {
-        // fold from +0.0: an empty f64 sum() is -0.0, which prints as "-0.0".
-        let n = busy.iter().filter_map(|(_, s)| ios(s)).fold(0.0, |a, b| a + b);
-        let k = busy.iter().map(|(_, s)| kb(s)).fold(0.0, |a, b| a + b);
-        (n > 0.0).then(|| k / n)
-    };
-    let has_util = rows.iter().any(|s| s.util_pct.is_some());
-    DeviceSummary {
-        name: name.to_string(),
-        samples: rows.len(),
-        interval_s,
-        duration_s: rows.len() as f64 * interval_s,
-        read_mb: rows.iter().map(|s| mb(s.rkb_s)).fold(0.0, |a, b| a + b),
-        written_mb: rows.iter().map(|s| mb(s.wkb_s)).fold(0.0, |a, b| a + b),
-        mean_util_pct: if has_util { mean(rows.iter().filter_map(|s| s.util_pct)) } else { None },
-        busy: BusySummary {
-            samples: busy.len(),
-            seconds: busy.len() as f64 * interval_s,
-            starts_at_s: busy.first().map(|(i, _)| *i as f64 * interval_s),
-            read_mb: busy.iter().map(|(_, s)| mb(s.rkb_s)).fold(0.0, |a, b| a + b),
-            written_mb: busy.iter().map(|(_, s)| mb(s.wkb_s)).fold(0.0, |a, b| a + b),
-            mean_rareq_kb: with(|s| s.rareq_kb, |s| s.r_s.or(Some(s.rkb_s))),
-            mean_wareq_kb: with(|s| s.wareq_kb, |s| s.w_s.or(Some(s.wkb_s))),
-            weighted_rareq_kb: weighted(|s| s.rkb_s, |s| s.r_s),
-            weighted_wareq_kb: weighted(|s| s.wkb_s, |s| s.w_s),
-        },
-    }
+/// A busy window counted in an interval that only the whole log's
+/// timestamps give: summarising takes a first pass for the interval.
+pub fn needs_interval_pass(opts: &SummaryOptions) -> bool {
+    opts.window_s.is_some() && opts.interval_s.is_none()
 }
 
 #[cfg(test)]

@@ -3,7 +3,9 @@
 
 use anyhow::{ensure, Result};
 
+use super::summary::Headline;
 use crate::analysis::{compare_series, ComparisonRow};
+use crate::experiment::WorkloadConfig;
 use crate::monitor::MonitorData;
 use crate::stats::CompareConfig;
 use crate::store::{ExperimentRow, MetricSeries, Store, StoredRun};
@@ -18,6 +20,48 @@ pub struct ComparisonData {
     /// Variant names in experiment order.
     pub variants: Vec<String>,
     pub rows: Vec<ComparisonRow>,
+    /// Per workload label, the metrics that decide it (adaptive repetition
+    /// waits on them); a workload not listed is decided by every metric.
+    pub decisive: Vec<(String, Vec<String>)>,
+}
+
+impl ComparisonData {
+    /// True when `row`'s metric is one its workload is decided by (the
+    /// others, such as CPU time beside wall time, are side metrics).
+    pub fn is_decisive(&self, row: &ComparisonRow) -> bool {
+        self.decisive.iter().find(|(w, _)| *w == row.workload).is_none_or(|(_, metrics)| metrics.contains(&row.metric))
+    }
+}
+
+/// The decisive metrics of each workload: the workload kinds' own rule
+/// applied to the metrics the rows have. The workloads come from the stored
+/// plan (older stores: the experiment file as run); when neither can be
+/// read, every metric is decisive.
+fn decisive_metrics(experiment: &ExperimentRow, rows: &[ComparisonRow]) -> Vec<(String, Vec<String>)> {
+    let plan: serde_json::Value = serde_json::from_str(&experiment.plan_json).unwrap_or_default();
+    let workloads: Vec<WorkloadConfig> =
+        match serde_json::from_value::<Vec<WorkloadConfig>>(plan["experiment"]["workloads"].clone()) {
+            Ok(w) => w,
+            Err(_) => {
+                let path = experiment.spec_path.as_deref().map(std::path::Path::new);
+                match crate::experiment::parse(&experiment.spec_text, path) {
+                    Ok(parsed) => parsed.workloads,
+                    Err(_) => return Vec::new(),
+                }
+            }
+        };
+    workloads
+        .iter()
+        .map(|w| {
+            let mut metrics: Vec<String> = Vec::new();
+            for r in rows.iter().filter(|r| r.workload == w.label && w.is_decisive(&r.metric)) {
+                if !metrics.contains(&r.metric) {
+                    metrics.push(r.metric.clone());
+                }
+            }
+            (w.label.clone(), metrics)
+        })
+        .collect()
 }
 
 /// The comparison `fslab compare` prints for experiment `id`: the baseline
@@ -51,7 +95,8 @@ fn comparison_of(
     }
     cfg.theta = theta.or_else(|| spec["theta"].as_f64()).unwrap_or(cfg.theta);
     let rows = compare_series(&store.metric_series(id)?, &baseline, &cfg);
-    Ok(ComparisonData { baseline, theta: cfg.theta, alpha: cfg.alpha, variants, rows })
+    let decisive = decisive_metrics(experiment, &rows);
+    Ok(ComparisonData { baseline, theta: cfg.theta, alpha: cfg.alpha, variants, rows, decisive })
 }
 
 /// One run with its monitor samples and extra evidence.
@@ -92,6 +137,11 @@ impl ReportData {
             runs.push(RunData { run, monitor, extras });
         }
         Ok(ReportData { experiment, plan, environment, comparison, series, runs })
+    }
+
+    /// The answer the report opens with.
+    pub fn headline(&self) -> Headline {
+        Headline::new(&self.comparison, self.runs.iter().map(|r| &r.run))
     }
 
     /// Variant names in experiment order, then any only seen in runs.

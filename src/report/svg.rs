@@ -1,6 +1,7 @@
 //! Small hand-written SVG charts for the HTML report: a dot plot with mean
-//! and confidence interval, a numeric line chart (sweeps and time series)
-//! and a grouped bar histogram.
+//! and confidence interval, a numeric line chart (sweeps and time series,
+//! long series reduced per pixel column by [`downsample`]) and a grouped
+//! bar histogram. Numbers are written by [`crate::human`].
 //!
 //! Every chart is a self-contained inline `<svg>` element (no `xmlns`, no
 //! external references, no script). All text that reaches the markup goes
@@ -8,6 +9,8 @@
 //! work without JavaScript.
 
 use std::fmt::Write;
+
+use crate::human;
 
 /// A colour-blind-friendly palette (Okabe–Ito), one colour per variant.
 pub const PALETTE: [&str; 8] = ["#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#999933", "#000000"];
@@ -33,30 +36,6 @@ pub fn esc(s: &str) -> String {
     out
 }
 
-/// A compact human rendering of a number: about four significant digits,
-/// `–` for NaN and infinities.
-pub fn fmt_num(v: f64) -> String {
-    if !v.is_finite() {
-        return "–".to_string();
-    }
-    let a = v.abs();
-    if a == 0.0 {
-        "0".to_string()
-    } else if a >= 1e6 {
-        format!("{:.3e}", v)
-    } else if a >= 1000.0 {
-        format!("{v:.0}")
-    } else if a >= 100.0 {
-        format!("{v:.1}")
-    } else if a >= 10.0 {
-        format!("{v:.2}")
-    } else if a >= 0.01 {
-        format!("{v:.3}")
-    } else {
-        format!("{:.2e}", v)
-    }
-}
-
 /// Geometry shared by the charts.
 const W: f64 = 640.0;
 const H: f64 = 260.0;
@@ -64,6 +43,55 @@ const ML: f64 = 64.0;
 const MR: f64 = 16.0;
 const MT: f64 = 30.0;
 const MB: f64 = 46.0;
+
+/// Pixel columns of a line chart's plot area: what a long series is
+/// reduced to.
+pub const PLOT_COLUMNS: usize = (W - ML - MR - 16.0) as usize;
+
+/// The indices of `points` a line chart draws. Short series are drawn
+/// whole; a series longer than four points per pixel column is reduced per
+/// column (consecutive points that land in the same column) to its first,
+/// lowest, highest and last point, plus its first gap (non-finite y, so a
+/// break in the line stays a break). Peaks and dips survive and the page
+/// grows with the chart's width, not with the log's length.
+pub fn downsample(points: &[(f64, f64)], x0: f64, x1: f64, columns: usize) -> Vec<usize> {
+    if points.len() <= 4 * columns || columns == 0 {
+        return (0..points.len()).collect();
+    }
+    let span = if x1 > x0 { x1 - x0 } else { 1.0 };
+    let column = |x: f64| -> Option<usize> {
+        x.is_finite().then(|| (((x - x0) / span * columns as f64).floor().max(0.0) as usize).min(columns - 1))
+    };
+    let mut keep = Vec::new();
+    let mut i = 0;
+    while i < points.len() {
+        let col = column(points[i].0);
+        let mut j = i;
+        let (mut first, mut last, mut lo, mut hi, mut gap) = (None, None, None::<usize>, None::<usize>, None);
+        while j < points.len() && column(points[j].0) == col {
+            let y = points[j].1;
+            if y.is_finite() {
+                first.get_or_insert(j);
+                last = Some(j);
+                if lo.is_none_or(|k| y < points[k].1) {
+                    lo = Some(j);
+                }
+                if hi.is_none_or(|k| y > points[k].1) {
+                    hi = Some(j);
+                }
+            } else {
+                gap.get_or_insert(j);
+            }
+            j += 1;
+        }
+        let mut group: Vec<usize> = [first, lo, hi, last, gap].into_iter().flatten().collect();
+        group.sort_unstable();
+        group.dedup();
+        keep.extend(group);
+        i = j;
+    }
+    keep
+}
 
 /// Around `n` "nice" tick values covering `[lo, hi]` (1, 2, 5 × 10^k steps).
 pub fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
@@ -97,10 +125,10 @@ pub fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
 fn tick_label(t: f64, ticks: &[f64]) -> String {
     let step = match ticks {
         [a, b, ..] => (b - a).abs(),
-        _ => return fmt_num(t),
+        _ => return human::number(t),
     };
     if !(step.is_finite() && step > 0.0) || t.abs() >= 1e6 || step < 1e-4 {
-        return fmt_num(t);
+        return human::number(t);
     }
     let decimals = (-step.log10().floor()).max(0.0) as usize;
     format!("{t:.decimals$}")
@@ -253,8 +281,8 @@ pub fn dot_plot(title: &str, y_label: &str, groups: &[DotGroup]) -> String {
                 cx - half / 2.0,
                 cx + half / 2.0,
                 esc(&g.name),
-                esc(&fmt_num(g.ci.0)),
-                esc(&fmt_num(g.ci.1))
+                esc(&human::number(g.ci.0)),
+                esc(&human::number(g.ci.1))
             );
         }
         if g.mean.is_finite() {
@@ -265,7 +293,7 @@ pub fn dot_plot(title: &str, y_label: &str, groups: &[DotGroup]) -> String {
                 cx - half,
                 cx + half,
                 esc(&g.name),
-                esc(&fmt_num(g.mean))
+                esc(&human::number(g.mean))
             );
         }
         for (j, v) in g.values.iter().enumerate().filter(|(_, v)| v.is_finite()) {
@@ -278,7 +306,7 @@ pub fn dot_plot(title: &str, y_label: &str, groups: &[DotGroup]) -> String {
                 r#"<circle class="dot" cx="{jx:.1}" cy="{:.1}" r="4" fill="{fill}" stroke="{col}" stroke-width="1.5" fill-opacity="0.8"><title>{}: {}</title></circle>"#,
                 y.at(*v),
                 esc(&label),
-                esc(&fmt_num(*v))
+                esc(&human::number(*v))
             );
         }
     }
@@ -348,6 +376,7 @@ pub fn line_chart(kind: &str, title: &str, x_label: &str, y_label: &str, lines: 
     );
     for l in lines {
         let col = esc(&l.color);
+        let kept = downsample(&l.points, x0, x1, PLOT_COLUMNS);
         let mut seg: Vec<String> = Vec::new();
         let flush = |seg: &mut Vec<String>, out: &mut String| {
             if let [only] = seg.as_slice() {
@@ -368,7 +397,8 @@ pub fn line_chart(kind: &str, title: &str, x_label: &str, y_label: &str, lines: 
             }
             seg.clear();
         };
-        for p in &l.points {
+        for &i in &kept {
+            let p = l.points[i];
             if p.0.is_finite() && p.1.is_finite() {
                 seg.push(format!("{:.1},{:.1}", x.at(p.0), y.at(p.1)));
             } else {
@@ -376,7 +406,8 @@ pub fn line_chart(kind: &str, title: &str, x_label: &str, y_label: &str, lines: 
             }
         }
         flush(&mut seg, &mut out);
-        for (i, p) in l.points.iter().enumerate() {
+        for &i in &kept {
+            let p = l.points[i];
             if !(p.0.is_finite() && p.1.is_finite()) {
                 continue;
             }
@@ -394,8 +425,8 @@ pub fn line_chart(kind: &str, title: &str, x_label: &str, y_label: &str, lines: 
                     out,
                     r#"<circle cx="{px:.1}" cy="{py:.1}" r="3.5" fill="{col}"><title>{} at {}: {}</title></circle>"#,
                     esc(&l.name),
-                    esc(&fmt_num(p.0)),
-                    esc(&fmt_num(p.1))
+                    esc(&human::number(p.0)),
+                    esc(&human::number(p.1))
                 );
             }
         }
@@ -440,7 +471,7 @@ pub fn bar_histogram(
                 esc(col),
                 esc(name),
                 esc(label),
-                esc(&fmt_num(*v))
+                esc(&human::number(*v))
             );
         }
         if i % every == 0 {
@@ -509,10 +540,36 @@ mod tests {
     }
 
     #[test]
+    fn long_series_are_reduced_to_extremes_per_pixel_column() {
+        let n = 1_000_000;
+        let mut points: Vec<(f64, f64)> = (0..n).map(|i| (i as f64, ((i * 7919) % 1000) as f64 / 1000.0)).collect();
+        points[123_456].1 = 50.0;
+        points[654_321].1 = -3.0;
+        points[777_777].1 = f64::NAN;
+        let kept = downsample(&points, 0.0, (n - 1) as f64, PLOT_COLUMNS);
+        assert!(kept.len() <= 5 * PLOT_COLUMNS, "{} points kept", kept.len());
+        for i in [0, 123_456, 654_321, 777_777, n - 1] {
+            assert!(kept.contains(&i), "point {i} dropped");
+        }
+        assert!(kept.windows(2).all(|w| w[0] < w[1]), "kept points out of order");
+        // Short series are drawn whole.
+        assert_eq!(downsample(&points[..100], 0.0, 99.0, PLOT_COLUMNS).len(), 100);
+
+        let line = Line { name: "x".into(), color: color(0).into(), points, err: vec![], markers: false };
+        let svg = line_chart("ts", "t", "s", "v", &[line]);
+        assert!(svg.len() < 64 * 1024, "chart of a long series is {} bytes", svg.len());
+        // The spike reaches the top of the plot: its y is the smallest drawn.
+        let min_y = svg
+            .split("points=\"")
+            .skip(1)
+            .flat_map(|p| p.split('"').next().unwrap_or("").split(' ').map(str::to_string).collect::<Vec<_>>())
+            .filter_map(|xy| xy.split_once(',').and_then(|(_, y)| y.parse::<f64>().ok()))
+            .fold(f64::INFINITY, f64::min);
+        assert!(min_y < MT + 20.0, "peak flattened: topmost point at y={min_y}");
+    }
+
+    #[test]
     fn numbers_are_compact() {
-        assert_eq!(fmt_num(f64::NAN), "–");
-        assert_eq!(fmt_num(1234.4), "1234");
-        assert_eq!(fmt_num(1.23456), "1.235");
         assert_eq!(tick_label(0.4, &[0.2, 0.4]), "0.4");
         assert_eq!(tick_label(2000.0, &[0.0, 2000.0]), "2000");
         assert_eq!(tick_label(0.005, &[0.0, 0.005]), "0.005");

@@ -1,28 +1,41 @@
 //! Runs one experiment: plan → for each run provision, prepare, measure,
 //! teardown → store, with adaptive rounds and `--resume`.
 
+mod monitors;
+pub mod owner;
+mod plan_iter;
+mod preflight;
 pub mod progress;
 mod single;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
-use crate::analysis::{all_decisive, compare_series};
-use crate::experiment::{plan_rounds, Experiment, FsKind, PlannedRun};
+use crate::analysis::{adaptive_step, compare_config, reach_notes, AdaptiveStep};
+use crate::experiment::{Experiment, PlannedRun};
 use crate::inspect::environment;
 use crate::record::{RunRecord, RunStatus};
 use crate::store::{NewExperiment, Store, VariantRow, WorkloadRow};
+use crate::sys::signals;
 use crate::testbed::DeviceOptIn;
-use crate::workload::{self, process};
+use crate::workload;
+use owner::Resume;
+pub use preflight::{check_privileges, NEEDS_ROOT};
 pub use progress::{Observer, Silent};
 
 /// How to run an experiment (what the command line adds to the file).
 #[derive(Clone, Debug, Default)]
 pub struct RunOptions {
-    /// Continue the newest unfinished experiment with the same name and file.
+    /// Continue the newest unfinished experiment with the same name and
+    /// file; with none, stop (exit 2).
     pub resume: bool,
+    /// Like `resume`, but start the experiment when there is nothing to resume.
+    pub resume_or_start: bool,
+    /// Accept a system directory (`/`, `/usr`, a home directory, …) as work
+    /// directory or `dir:` testbed.
+    pub allow_system_dir: bool,
     /// Use this device instead of loop-mounted images (destroys its data).
     pub device: Option<DeviceOptIn>,
     /// Overrides the experiment's work directory.
@@ -41,43 +54,40 @@ pub struct RunSummary {
     pub interrupted: bool,
 }
 
-/// Error text when provisioning needs privileges fslab does not have.
-pub const NEEDS_ROOT: &str = "fslab needs root to create loop devices, run mkfs, mount filesystems and set \
-cgroup throttles (it only touches images it creates under its work directory). Run it as root, e.g. `sudo fslab …`.";
-
-/// Fail early, with a clear message, when not root and root is needed.
-pub fn check_privileges(exp: &Experiment) -> Result<()> {
-    let needs_root = exp.variants.iter().any(|v| !matches!(v.fs, FsKind::Dir(_)));
-    if needs_root && !nix::unistd::geteuid().is_root() {
-        bail!(NEEDS_ROOT);
-    }
-    Ok(())
-}
-
 /// Run `exp`, writing every run to `store` as soon as it ends.
 pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mut dyn Observer) -> Result<RunSummary> {
-    check_privileges(exp)?;
     let mut exp = exp.clone();
     if let Some(dir) = &opts.workdir {
         exp.workdir = dir.clone();
     }
     let exp = &exp;
+    preflight::check_privileges(exp)?;
+    preflight::check_system_dirs(exp, opts)?;
+    preflight::check_tools(exp, opts)?;
+    let resume = match (opts.resume_or_start, opts.resume) {
+        (true, _) => Resume::OrStart,
+        (false, true) => Resume::Required,
+        (false, false) => Resume::No,
+    };
+    let resumed = owner::resumable(store, &exp.name, &exp.spec_hash, resume)?;
+    preflight::clean_stale(exp, observer);
 
     let mut workloads = Vec::new();
     for config in &exp.workloads {
-        let mut w = workload::build(config, exp.seed)?;
+        signals::check_cancelled()?;
+        let mut w = config.build(exp.seed);
         observer.message(&format!("preparing inputs for workload `{}`", config.label));
         w.prepare_inputs(&exp.cache_dir())
             .with_context(|| format!("preparing inputs of workload `{}`", config.label))?;
         workloads.push(w);
     }
+    preflight::check_space(exp, opts, &workloads, observer)?;
 
     let diagnosis = diagnose(exp);
     for line in diagnosis.get("hostile").and_then(|h| h.as_array()).into_iter().flatten() {
         observer.message(&format!("warning: {}", line.as_str().unwrap_or_default()));
     }
 
-    let resumed = if opts.resume { store.find_unfinished(&exp.name, &exp.spec_hash)? } else { None };
     let experiment_id = match resumed {
         Some(id) => {
             observer.message(&format!("resuming experiment {id}"));
@@ -86,17 +96,13 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         }
         None => store.create_experiment(&new_experiment(exp, diagnosis)?)?,
     };
+    let _running = owner::register(store, experiment_id);
     let done: HashSet<usize> =
         store.runs(experiment_id)?.into_iter().filter(|r| r.status == RunStatus::Ok).map(|r| r.seq).collect();
 
-    // Sequential looks for `{ min, max }`: the boundaries keep the error
-    // rates at every look (stats::sequential).
-    let cfg = crate::analysis::compare_config(exp);
-    if exp.max_rounds() > exp.min_rounds() {
-        for line in crate::analysis::reach_notes(store, exp) {
-            observer.message(&format!("note: {line}"));
-        }
-    }
+    // `{ min, max }` is a group-sequential design (analysis::adaptive_step).
+    let cfg = compare_config(exp);
+    reach_notes(store, exp).iter().for_each(|line| observer.message(line));
     let mut summary =
         RunSummary { experiment_id, runs_ok: 0, runs_failed: 0, runs_skipped: 0, rounds: 0, interrupted: false };
     let per_round = exp.variants.len() * exp.workloads.len();
@@ -105,10 +111,11 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     // Fixed rounds first (planned together so `grouped` order spans them),
     // then one adaptive round at a time until every comparison is decisive.
     let mut next_round = 0;
-    let mut batch = plan_rounds(exp, 0, exp.min_rounds());
+    let (mut first, mut count) = (0, exp.min_rounds());
     loop {
-        for planned in &batch {
-            if process::cancelled() {
+        for planned in plan_iter::planned(exp, first, count) {
+            let planned = &planned;
+            if signals::cancelled() {
                 summary.interrupted = true;
                 break;
             }
@@ -125,7 +132,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
             }
             observer.finished(planned, &record);
         }
-        if summary.interrupted || process::cancelled() {
+        if summary.interrupted || signals::cancelled() {
             summary.interrupted = true;
             break;
         }
@@ -134,33 +141,15 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         if next_round >= exp.max_rounds() {
             break;
         }
-        // The design may only stop at its planned looks (every round unless max − min ≥ 50).
-        let look = cfg.design().filter(|d| d.is_look(next_round)).map(|d| d.look_at(next_round));
-        if let Some(look) = look {
-            let rows = compare_series(&store.metric_series(experiment_id)?, &exp.baseline, &cfg);
-            if look.index == 1 {
-                for line in crate::analysis::reach_notes_from_rows(&rows, exp) {
-                    observer.message(&format!("note: after {next_round} rounds, {line}"));
-                }
-            }
-            let decisive_metrics =
-                |label: &str| exp.workloads.iter().find(|w| w.label == label).and_then(|w| w.decisive_metrics());
-            if all_decisive(&rows, decisive_metrics) {
-                observer.message(&format!(
-                    "every comparison is decisive after {next_round} rounds (look {} of {})",
-                    look.index, look.count
-                ));
+        match adaptive_step(exp, &cfg, next_round, || store.metric_series(experiment_id))? {
+            AdaptiveStep::Stop(line) => {
+                observer.message(&line);
                 break;
             }
-            observer.message(&format!(
-                "round {}: some comparisons are inconclusive at look {} of {}, adding a round",
-                next_round + 1,
-                look.index,
-                look.count
-            ));
+            AdaptiveStep::Continue(lines) => lines.iter().for_each(|line| observer.message(line)),
         }
-        batch = plan_rounds(exp, next_round, 1);
-        observer.extend(batch.len());
+        (first, count) = (next_round, 1);
+        observer.extend(per_round);
     }
     let status = if summary.interrupted { "interrupted" } else { "complete" };
     store.set_experiment_status(experiment_id, status)?;
@@ -181,6 +170,10 @@ fn execute(
     observer.started(planned, &variant.name, &config.label);
     single::execute(exp, planned, variant, config, workload, opts)
 }
+
+/// Most planned runs stored in the experiment's plan JSON: the plan is
+/// deterministic (resume recomputes it), so a huge one is not written out.
+const STORED_PLAN_RUNS: usize = 10_000;
 
 /// Known-issue findings for this machine (and the work directory's
 /// filesystem), stored with the experiment; benchmark-hostile ones are
@@ -206,14 +199,18 @@ fn diagnose(exp: &Experiment) -> serde_json::Value {
 fn new_experiment(exp: &Experiment, diagnosis: serde_json::Value) -> Result<NewExperiment> {
     let mut environment = serde_json::to_value(environment::capture())?;
     environment["doctor"] = diagnosis;
-    let plan = plan_rounds(exp, 0, exp.min_rounds());
+    environment[owner::OWNER_KEY] = serde_json::to_value(crate::sys::identity::ProcessIdentity::current())?;
+    let planned = exp.min_rounds() * exp.variants.len() * exp.workloads.len();
+    let plan: Vec<PlannedRun> = plan_iter::planned(exp, 0, exp.min_rounds()).take(STORED_PLAN_RUNS).collect();
     Ok(NewExperiment {
         name: exp.name.clone(),
         spec_path: exp.source_path.as_ref().map(|p| p.display().to_string()),
         spec_text: exp.source_text.clone(),
         spec_hash: exp.spec_hash.clone(),
         seed: exp.seed,
-        plan_json: serde_json::to_string(&serde_json::json!({ "experiment": exp, "first_rounds": plan }))?,
+        plan_json: serde_json::to_string(
+            &serde_json::json!({ "experiment": exp, "first_rounds": plan, "first_rounds_total": planned }),
+        )?,
         environment_json: serde_json::to_string(&environment)?,
         variants: exp
             .variants

@@ -25,7 +25,8 @@ pub trait Observer {
 pub struct Silent;
 impl Observer for Silent {}
 
-/// A progress bar on a terminal; plain lines on stderr otherwise.
+/// A progress bar on a terminal; plain lines on stderr otherwise, written
+/// through [`crate::output::diagnostic`] so a closed stderr never stops a run.
 pub struct Console {
     bar: Option<ProgressBar>,
     total: usize,
@@ -42,7 +43,7 @@ impl Console {
     fn line(&self, text: &str) {
         match &self.bar {
             Some(bar) => bar.println(text),
-            None => eprintln!("{text}"),
+            None => crate::output::diagnostic(text),
         }
     }
 
@@ -91,13 +92,13 @@ impl Observer for Console {
     fn started(&mut self, run: &PlannedRun, variant: &str, workload: &str) {
         match &self.bar {
             Some(bar) => bar.set_message(format!("{variant} / {workload} (round {})", run.round + 1)),
-            None => eprintln!(
+            None => crate::output::diagnostic(&format!(
                 "run {}/{}: variant {variant}, workload {workload}, round {} (ETA {})",
                 self.completed + 1,
                 self.total,
                 run.round + 1,
                 self.eta()
-            ),
+            )),
         }
     }
 
@@ -108,9 +109,10 @@ impl Observer for Console {
             bar.inc(1);
         }
         if record.status != Some(RunStatus::Ok) {
+            // 1-based, as the progress lines and the dry run count runs.
             self.line(&format!(
                 "run {} ({} / {}) failed: {}",
-                record.seq,
+                record.seq + 1,
                 record.variant,
                 record.workload,
                 record.error.as_deref().unwrap_or("unknown error")

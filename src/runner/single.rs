@@ -5,12 +5,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 
+use super::monitors::{self, Watch};
 use super::RunOptions;
 use crate::experiment::{CachePolicy, Experiment, PlannedRun, VariantConfig, WorkloadConfig};
-use crate::fsinternal::FsSnapshot;
-use crate::monitor::blocktrace::BlockTraceMonitor;
-use crate::monitor::{Monitor, MonitorData};
-use crate::record::{RunRecord, RunStatus, EXTRA_FS_AFTER, EXTRA_FS_BEFORE, EXTRA_FS_DELTA};
+use crate::record::{RunRecord, RunStatus};
 use crate::testbed::Testbed;
 use crate::workload::{RunContext, Workload};
 
@@ -56,10 +54,11 @@ fn measure(
 ) -> Result<()> {
     // Read-only images are packed from the tree the workload writes here.
     let mut populate = |dir: &std::path::Path| workload.populate(dir);
-    let mut bed = Testbed::provision_with(variant, &exp.workdir, opts.device.as_ref(), Some(&mut populate))
+    let mut bed = Testbed::provision_with(&variant.testbed, &exp.workdir, opts.device.as_ref(), Some(&mut populate))
         .with_context(|| format!("provisioning variant `{}`", variant.name))?;
     record.mount = bed.mount_facts.clone();
     record.geometry = bed.geometry();
+    record.notes.extend(bed.notes.iter().cloned());
     let timeout = config.timeout.unwrap_or(DEFAULT_TIMEOUT);
     let ctx = |deadline: Instant| {
         RunContext::new(bed.root(), exp.cache_dir()).with_cgroup(bed.cgroup_procs()).with_deadline(Some(deadline))
@@ -68,63 +67,25 @@ fn measure(
     let prepared = workload.prepare(&ctx(Instant::now() + timeout)).context("workload preparation");
     let measured = prepared.and_then(|()| {
         if config.cache == CachePolicy::Cold {
-            drop_caches()?;
+            crate::sys::caches::drop_caches()?;
             workload.warm_inputs()?;
         }
-        let before = fs_snapshot(&bed, record, EXTRA_FS_BEFORE);
-        let monitor = Monitor::start(bed.device_name.clone(), exp.sample_interval)?;
-        let tracer = BlockTraceMonitor::start(bed.device.as_deref());
+        let watch = Watch { testbed: &bed, interval: exp.sample_interval };
+        let monitors = monitors::start_all(&watch, record);
         let result = workload.run(&ctx(Instant::now() + timeout));
-        record.blocktrace = serde_json::to_value(tracer.stop()).ok();
-        let data: Result<MonitorData> = monitor.stop();
-        fs_snapshot_after(&bed, before, record);
-        let metrics = result?;
-        Ok((metrics, data?))
+        monitors::stop_all(monitors, &watch, record);
+        result
     });
     let cleaned = workload.cleanup(&ctx(Instant::now() + timeout)).context("workload cleanup");
+    // Before teardown frees the image: a full host disk reaches the
+    // workload as I/O errors, so say what really happened.
+    let measured = match (measured, bed.host_full()) {
+        (Err(e), Some(full)) => Err(e.context(full)),
+        (measured, _) => measured,
+    };
     let torn_down = bed.teardown();
-    let (metrics, data) = measured?;
-    record.metrics = metrics;
+    record.metrics = measured?;
     record.metrics.extend(bed.metrics.iter().cloned());
-    record.monitor = Some(data);
     cleaned?;
     torn_down
-}
-
-/// Filesystem-internal snapshot of a block testbed (ext4, XFS, btrfs),
-/// stored in the record under `kind`. A failure becomes a note: the
-/// snapshot is evidence, not part of the measurement.
-fn fs_snapshot(bed: &Testbed, record: &mut RunRecord, kind: &str) -> Option<FsSnapshot> {
-    let dev = bed.device_name.as_deref()?;
-    if !matches!(bed.fstype.as_str(), "ext4" | "xfs" | "btrfs") {
-        return None;
-    }
-    let snap =
-        crate::fsinternal::snapshot(&bed.fstype, dev, &bed.mountpoint).and_then(|s| Ok((serde_json::to_value(&s)?, s)));
-    match snap {
-        Ok((json, s)) => {
-            record.fs_snapshots.push((kind.to_string(), json));
-            Some(s)
-        }
-        Err(e) => {
-            record.notes.push(format!("{kind} snapshot failed: {e:#}"));
-            None
-        }
-    }
-}
-
-/// The after-snapshot and, when both exist, the delta.
-fn fs_snapshot_after(bed: &Testbed, before: Option<FsSnapshot>, record: &mut RunRecord) {
-    let Some(before) = before else { return };
-    let Some(after) = fs_snapshot(bed, record, EXTRA_FS_AFTER) else { return };
-    match serde_json::to_value(crate::fsinternal::delta(&before, &after)) {
-        Ok(json) => record.fs_snapshots.push((EXTRA_FS_DELTA.to_string(), json)),
-        Err(e) => record.notes.push(format!("{EXTRA_FS_DELTA} could not be serialised: {e}")),
-    }
-}
-
-/// Write back dirty data, then drop page cache, dentries and inodes.
-pub fn drop_caches() -> Result<()> {
-    nix::unistd::sync();
-    std::fs::write("/proc/sys/vm/drop_caches", "3").context("dropping caches (/proc/sys/vm/drop_caches)")
 }

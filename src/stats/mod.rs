@@ -8,16 +8,22 @@
 //!
 //! RULES-PLACEHOLDER
 
+pub mod changepoint;
 mod compare;
 mod drift;
+pub mod gate;
+pub mod history;
 mod mannwhitney;
 mod multiple;
+pub mod oracle;
 mod outliers;
+pub mod percentile;
 mod robust;
 mod samplesize;
 pub mod sequential;
-pub mod simulate;
+pub mod simulation;
 mod summary;
+pub mod verdict_sim;
 mod welch;
 
 pub use compare::{

@@ -1,36 +1,66 @@
 //! Per-run extras: JSON documents by kind (block-trace summary,
-//! filesystem-internal snapshots and their delta, notes), in `run_extras`.
+//! filesystem-internal snapshots and their delta, notes), in `run_extras`,
+//! so new monitors need no new tables.
 
-use anyhow::{Context, Result};
-use rusqlite::{params, Transaction};
+use anyhow::{bail, Context, Result};
 
-use super::{sql_int, Store};
-use crate::record::{RunRecord, EXTRA_BLOCKTRACE, EXTRA_NOTES};
+use super::sql::{int, params, Sql, Value};
+use super::Store;
+use crate::record::{RunRecord, EXTRA_BLOCKTRACE, EXTRA_FS_AFTER, EXTRA_FS_BEFORE, EXTRA_FS_DELTA, EXTRA_NOTES};
 
 /// The extras of `run` in the order they are stored.
-fn extras_of(run: &RunRecord) -> Vec<(&str, serde_json::Value)> {
+pub(super) fn extras_of(run: &RunRecord) -> Vec<(String, serde_json::Value)> {
     let mut out = Vec::new();
     if let Some(bt) = &run.blocktrace {
-        out.push((EXTRA_BLOCKTRACE, bt.clone()));
+        out.push((EXTRA_BLOCKTRACE.to_string(), bt.clone()));
     }
     for (kind, v) in &run.fs_snapshots {
-        out.push((kind.as_str(), v.clone()));
+        out.push((kind.clone(), v.clone()));
     }
     if !run.notes.is_empty() {
-        out.push((EXTRA_NOTES, serde_json::Value::from(run.notes.clone())));
+        out.push((EXTRA_NOTES.to_string(), serde_json::Value::from(run.notes.clone())));
     }
     out
 }
 
-/// Writes the run's extras inside `record_run`'s transaction.
-pub(super) fn insert_extras(tx: &Transaction<'_>, run_id: i64, run: &RunRecord) -> Result<()> {
-    let mut stmt =
-        tx.prepare_cached("INSERT INTO run_extras (run_id, position, kind, json) VALUES (?1, ?2, ?3, ?4)")?;
-    for (pos, (kind, value)) in extras_of(run).into_iter().enumerate() {
-        let json = serde_json::to_string(&value).with_context(|| format!("serialising extra {kind:?}"))?;
-        stmt.execute(params![run_id, sql_int(pos)?, kind, json]).with_context(|| format!("extra {kind:?}"))?;
+/// The inverse of [`extras_of`]: sorts stored extras back into `record`.
+pub(super) fn record_extras(record: &mut RunRecord, extras: &[(String, serde_json::Value)]) -> Result<()> {
+    for (kind, v) in extras {
+        match kind.as_str() {
+            EXTRA_BLOCKTRACE => record.blocktrace = Some(v.clone()),
+            EXTRA_NOTES => {
+                record.notes = serde_json::from_value(v.clone()).context("the notes extra is not a list of strings")?
+            }
+            EXTRA_FS_BEFORE | EXTRA_FS_AFTER | EXTRA_FS_DELTA => record.fs_snapshots.push((kind.clone(), v.clone())),
+            other => bail!("extra kind {other:?} has no place in a run record"),
+        }
     }
     Ok(())
+}
+
+/// Writes a run's extras inside `put_run`'s transaction.
+pub(super) fn insert_extras(q: &mut dyn Sql, run_id: i64, extras: &[(String, serde_json::Value)]) -> Result<()> {
+    for (pos, (kind, value)) in extras.iter().enumerate() {
+        let json = serde_json::to_string(value).with_context(|| format!("serialising extra {kind:?}"))?;
+        q.execute(
+            "INSERT INTO run_extras (run_id, position, kind, json) VALUES (?1, ?2, ?3, ?4)",
+            &[Value::Int(run_id), int(pos)?, Value::from(kind), Value::Text(json)],
+        )
+        .with_context(|| format!("extra {kind:?}"))?;
+    }
+    Ok(())
+}
+
+/// A run's extras in the order written.
+pub(super) fn read_extras(q: &mut dyn Sql, run_id: i64) -> Result<Vec<(String, serde_json::Value)>> {
+    let rows = q.query("SELECT kind, json FROM run_extras WHERE run_id = ?1 ORDER BY position", params![run_id])?;
+    let mut out = Vec::with_capacity(rows.len());
+    for r in rows {
+        let (kind, json): (String, String) = (r.get(0)?, r.get(1)?);
+        let value = serde_json::from_str(&json).with_context(|| format!("extra {kind:?} is not valid JSON"))?;
+        out.push((kind, value));
+    }
+    Ok(out)
 }
 
 impl Store {
@@ -38,21 +68,7 @@ impl Store {
     /// for runs without any (or recorded before schema version 3).
     pub fn run_extras(&self, run_id: i64) -> Result<Vec<(String, serde_json::Value)>> {
         let loc = self.location();
-        let ctx = || format!("cannot read extras of run {run_id} from {loc}");
-        let mut stmt = self
-            .conn
-            .prepare_cached("SELECT kind, json FROM run_extras WHERE run_id = ?1 ORDER BY position")
-            .with_context(ctx)?;
-        let rows =
-            stmt.query_map([run_id], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))).with_context(ctx)?;
-        let mut out = Vec::new();
-        for row in rows {
-            let (kind, json) = row.with_context(ctx)?;
-            let value = serde_json::from_str(&json)
-                .with_context(|| format!("extra {kind:?} of run {run_id} in {loc} is not valid JSON"))?;
-            out.push((kind, value));
-        }
-        Ok(out)
+        self.read(|q| read_extras(q, run_id)).with_context(|| format!("cannot read extras of run {run_id} from {loc}"))
     }
 }
 
@@ -78,29 +94,31 @@ mod tests {
 
     #[test]
     fn extras_round_trip_in_order_and_go_with_their_run() {
-        let mut store = Store::open_in_memory().unwrap();
-        let e = store.create_experiment(&exp()).unwrap();
-        let run = RunRecord {
-            status: Some(RunStatus::Ok),
-            blocktrace: Some(serde_json::json!({"enabled": false, "reason": "no tracefs"})),
-            fs_snapshots: vec![(EXTRA_FS_BEFORE.into(), serde_json::json!({"fstype": "ext4"}))],
-            notes: vec!["fs_after: boom".into()],
-            ..RunRecord::default()
-        };
-        let id = store.record_run(e, &run).unwrap();
-        let got = store.run_extras(id).unwrap();
-        let kinds: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
-        assert_eq!(kinds, ["blocktrace", "fs_before", "notes"]);
-        assert_eq!(got[0].1["reason"], "no tracefs");
-        assert_eq!(got[2].1, serde_json::json!(["fs_after: boom"]));
+        for db in crate::store::tests::test_dbs("extras") {
+            let mut store = db.open();
+            let e = store.create_experiment(&exp()).unwrap();
+            let run = RunRecord {
+                status: Some(RunStatus::Ok),
+                blocktrace: Some(serde_json::json!({"enabled": false, "reason": "no tracefs"})),
+                fs_snapshots: vec![(EXTRA_FS_BEFORE.into(), serde_json::json!({"fstype": "ext4"}))],
+                notes: vec!["fs_after: boom".into()],
+                ..RunRecord::default()
+            };
+            let id = store.record_run(e, &run).unwrap();
+            let got = store.run_extras(id).unwrap();
+            let kinds: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
+            assert_eq!(kinds, ["blocktrace", "fs_before", "notes"]);
+            assert_eq!(got[0].1["reason"], "no tracefs");
+            assert_eq!(got[2].1, serde_json::json!(["fs_after: boom"]));
 
-        // Replacing a failed run replaces its extras too.
-        let failed = RunRecord { seq: 1, status: Some(RunStatus::Failed), ..run.clone() };
-        let f1 = store.record_run(e, &failed).unwrap();
-        let retry = RunRecord { seq: 1, status: Some(RunStatus::Ok), notes: vec![], ..RunRecord::default() };
-        let f2 = store.record_run(e, &retry).unwrap();
-        assert!(store.run_extras(f1).unwrap().is_empty());
-        assert!(store.run_extras(f2).unwrap().is_empty());
-        assert_eq!(store.run_extras(id).unwrap().len(), 3);
+            // Replacing a failed run replaces its extras too.
+            let failed = RunRecord { seq: 1, status: Some(RunStatus::Failed), ..run.clone() };
+            let f1 = store.record_run(e, &failed).unwrap();
+            let retry = RunRecord { seq: 1, status: Some(RunStatus::Ok), notes: vec![], ..RunRecord::default() };
+            let f2 = store.record_run(e, &retry).unwrap();
+            assert!(store.run_extras(f1).unwrap().is_empty());
+            assert!(store.run_extras(f2).unwrap().is_empty());
+            assert_eq!(store.run_extras(id).unwrap().len(), 3);
+        }
     }
 }

@@ -1,49 +1,95 @@
-//! The SQLite file results live in.
+//! Where results live: an SQLite file (the default) or a PostgreSQL
+//! database shared by a fleet of machines, behind one [`Store`].
 //!
-//! One experiment is one row in `experiments` plus its variants, workloads and
-//! runs; each run carries its workload metrics, device totals and the raw
-//! monitor samples. The store owns the schema (versioned through
-//! `PRAGMA user_version`, see [`schema`]), writes each run atomically and
-//! answers the queries the report and stats stages need. It formats nothing
-//! except the plain JSON/CSV exports in [`export`].
+//! One experiment is one row in `experiments` plus its variants, workloads,
+//! tags and runs; each run carries its workload metrics, device totals, raw
+//! monitor samples, extras and the machine it ran on. Shards of one
+//! campaign (`fslab run --shard K/N`) join one experiment ([`campaign`]).
+//! The store owns the schema (versioned, see [`schema`]), writes each run
+//! in one transaction and answers the queries the report and stats stages
+//! need. It formats nothing except the plain JSON/CSV exports in [`export`].
 //!
-//! The database stays in SQLite's default rollback-journal mode (no WAL), so a
-//! finished store is exactly one file that can be copied or mailed.
+//! Both backends run the same SQL through [`sql`] (why a dialect layer:
+//! see there). An SQLite store stays in the default rollback-journal mode
+//! (no WAL), so a finished store is exactly one file that can be copied or
+//! mailed; [`merge`] combines such files.
 
+pub mod campaign;
+mod columns;
 pub mod export;
 mod extras;
+mod location;
+mod machines;
+pub mod merge;
+mod pg;
 mod read;
+mod runs;
 mod schema;
+mod sql;
+mod tags;
 mod write;
 
 #[cfg(test)]
 mod tests;
 
-use std::path::{Path, PathBuf};
+use std::cell::RefCell;
+use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Context, Result};
-use rusqlite::Connection;
-use serde::Serialize;
+use anyhow::{anyhow, bail, Context, Result};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use serde::{Deserialize, Serialize};
 
 use crate::metric::Metric;
 use crate::monitor::DiskTotals;
 use crate::record::{MountFacts, RunStatus};
 
+pub use campaign::{CampaignStatus, Shard, ShardRow};
+pub use location::{AsLocation, StoreLocation};
+pub use machines::{MachineUse, StoredMachine};
+pub use merge::MergeReport;
+pub use runs::RunMeta;
 pub use schema::SCHEMA_VERSION;
+pub use tags::{automatic_tags, parse_tag};
+
+use pg::{Pg, PgSql};
+use sql::{Lite, Sql};
 
 /// Experiment status values, as stored in `experiments.status`.
 pub const EXPERIMENT_STATUSES: [&str; 4] = ["running", "complete", "interrupted", "failed"];
 
 /// An open fslab result database.
 pub struct Store {
-    conn: Connection,
-    /// `None` for in-memory stores; used to name the database in errors.
-    path: Option<PathBuf>,
+    backend: Backend,
+    /// `None` for in-memory stores.
+    location: Option<StoreLocation>,
+    /// What [`Store::record_run`] attaches to every run it writes.
+    context: RunContext,
+}
+
+enum Backend {
+    Sqlite(Connection),
+    /// Behind a `RefCell` because the `postgres` client needs `&mut` even
+    /// to read, and the store's readers take `&self`; boxed because it is
+    /// much larger than an SQLite connection.
+    Postgres(Box<RefCell<Pg>>),
+}
+
+/// Who records runs, attached to every run [`Store::record_run`] writes:
+/// set once with [`Store::set_run_context`] after opening the store.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunContext {
+    /// The machine the runs execute on ([`Machine::capture`]).
+    ///
+    /// [`Machine::capture`]: crate::inspect::machine::Machine::capture
+    pub machine: Option<crate::inspect::machine::Machine>,
+    /// The shard of a campaign this process runs (`--shard K/N`); each run
+    /// it records also beats the shard's heartbeat.
+    pub shard: Option<Shard>,
 }
 
 /// One variant of an experiment, in plan order.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct VariantRow {
     /// 0-based position in the experiment's variant list.
     pub position: usize,
@@ -54,7 +100,7 @@ pub struct VariantRow {
 }
 
 /// One workload of an experiment, in plan order.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkloadRow {
     /// 0-based position in the experiment's workload list.
     pub position: usize,
@@ -109,8 +155,24 @@ pub struct ExperimentRow {
     pub workloads: Vec<WorkloadRow>,
 }
 
-/// One line of the experiment list.
+/// An experiment's identity and labels ([`Store::experiment_meta`]); kept
+/// apart from [`ExperimentRow`] so code that builds those stays unchanged.
 #[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExperimentMeta {
+    pub id: i64,
+    /// Stable across copies and merges of the store.
+    pub uuid: String,
+    /// Set for experiments run as shards of a campaign.
+    pub campaign: Option<String>,
+    /// N of `--shard K/N`, for campaigns.
+    pub shard_count: Option<usize>,
+    /// `(key, value)` pairs sorted by key, then value; a key may repeat
+    /// (e.g. one `hostname` per machine of a campaign).
+    pub tags: Vec<(String, String)>,
+}
+
+/// One line of the experiment list.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentSummary {
     pub id: i64,
     pub name: String,
@@ -154,86 +216,270 @@ pub struct MetricSeries {
     pub values: Vec<f64>,
 }
 
+/// Whether opening may create a store that is not there yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Create {
+    Yes,
+    No,
+}
+
+/// How often a write that lost a race with another writer is retried.
+const MAX_RETRIES: u32 = 30;
+
 impl Store {
-    /// Opens (creating if needed) the store at `path` and brings its schema up
-    /// to date.
+    /// Opens the store at `loc`, creating it if it does not exist, and
+    /// brings its schema up to date. For commands that write results
+    /// (`run`, `quickstart`, `merge -o`); readers use [`Store::open_existing`].
     ///
-    /// Fails with a clear error if the file is not an fslab store or was
-    /// written by a newer fslab (schema version above [`SCHEMA_VERSION`]).
-    pub fn open(path: &Path) -> Result<Store> {
-        Self::open_at(path, SCHEMA_VERSION)
+    /// `loc` is a [`StoreLocation`] or a path (a path spelling a
+    /// `postgres://` URL is one). Fails with a clear error if the database
+    /// is not an fslab store or was written by a newer fslab (schema
+    /// version above [`SCHEMA_VERSION`]).
+    pub fn open<L: AsLocation + ?Sized>(loc: &L) -> Result<Store> {
+        Self::open_at(&loc.as_location(), SCHEMA_VERSION, Create::Yes)
     }
 
-    /// Opens a fresh in-memory store (for tests and dry runs).
+    /// Same as [`Store::open`], named for what it does.
+    pub fn open_or_create<L: AsLocation + ?Sized>(loc: &L) -> Result<Store> {
+        Self::open(loc)
+    }
+
+    /// Opens an existing store; a missing SQLite file, or a database
+    /// without an fslab store, is an error saying so (nothing is created).
+    /// An older schema is still upgraded.
+    pub fn open_existing<L: AsLocation + ?Sized>(loc: &L) -> Result<Store> {
+        Self::open_at(&loc.as_location(), SCHEMA_VERSION, Create::No)
+    }
+
+    /// Opens a fresh in-memory SQLite store (for tests and dry runs).
     pub fn open_in_memory() -> Result<Store> {
         let conn = Connection::open_in_memory().context("cannot open in-memory SQLite database")?;
-        let mut store = Store { conn, path: None };
-        store.init(SCHEMA_VERSION)?;
+        let mut store = Store { backend: Backend::Sqlite(conn), location: None, context: RunContext::default() };
+        store.init(SCHEMA_VERSION, Create::Yes)?;
         Ok(store)
     }
 
-    /// The schema version of the open database (`PRAGMA user_version`).
-    pub fn schema_version(&self) -> Result<u32> {
-        schema::user_version(&self.conn).with_context(|| format!("cannot read schema version of {}", self.location()))
-    }
-
-    /// The file this store lives in; `None` for in-memory stores.
-    pub fn path(&self) -> Option<&Path> {
-        self.path.as_deref()
-    }
-
-    /// Opens `path` migrated only up to `target` (test hook for upgrade tests).
-    pub(crate) fn open_at(path: &Path, target: u32) -> Result<Store> {
-        let conn = Connection::open(path).with_context(|| format!("cannot open store database {}", path.display()))?;
-        let mut store = Store { conn, path: Some(path.to_path_buf()) };
-        store.init(target)?;
+    /// Opens `loc` migrated only up to `target` (test hook for upgrade tests).
+    fn open_at(loc: &StoreLocation, target: u32, create: Create) -> Result<Store> {
+        let name = loc.to_string();
+        let backend = match loc {
+            StoreLocation::Sqlite(path) => {
+                if create == Create::No && !path.exists() {
+                    bail!(
+                        "{name} does not exist (check --db or FSLAB_DB; only `fslab run`, `fslab quickstart` \
+                         and `fslab merge -o` create a store)"
+                    );
+                }
+                let flags = if create == Create::Yes {
+                    OpenFlags::default()
+                } else {
+                    OpenFlags::default() - OpenFlags::SQLITE_OPEN_CREATE
+                };
+                let conn = Connection::open_with_flags(path, flags)
+                    .with_context(|| format!("cannot open store database {name}"))?;
+                Backend::Sqlite(conn)
+            }
+            StoreLocation::Postgres(url) => Backend::Postgres(Box::new(RefCell::new(Pg::connect(url)?))),
+        };
+        let mut store = Store { backend, location: Some(loc.clone()), context: RunContext::default() };
+        store.init(target, create)?;
         Ok(store)
     }
 
-    fn init(&mut self, target: u32) -> Result<()> {
+    fn init(&mut self, target: u32, create: Create) -> Result<()> {
         let loc = self.location();
-        // Foreign keys are per connection and off by default; they make
-        // deleting a run take its metrics and samples with it.
-        self.conn.execute_batch("PRAGMA foreign_keys = ON;").with_context(|| format!("cannot configure {loc}"))?;
-        // A report may read while a run is being written; wait rather than fail.
-        self.conn.busy_timeout(Duration::from_secs(10)).with_context(|| format!("cannot configure {loc}"))?;
-        schema::migrate(&mut self.conn, &loc, target)
+        let create = create == Create::Yes;
+        match &mut self.backend {
+            Backend::Sqlite(conn) => {
+                // Foreign keys are per connection and off by default; they make
+                // deleting a run take its metrics and samples with it.
+                conn.execute_batch("PRAGMA foreign_keys = ON;").with_context(|| format!("cannot configure {loc}"))?;
+                // A report may read while a run is being written; wait rather than fail.
+                conn.busy_timeout(Duration::from_secs(10)).with_context(|| format!("cannot configure {loc}"))?;
+                conn.set_prepared_statement_cache_capacity(64);
+                schema::migrate_sqlite(conn, &loc, target, create)
+            }
+            Backend::Postgres(_) => self.write(|q| schema::migrate_postgres(q, &loc, target, create)),
+        }
     }
 
-    /// How errors name this database.
-    pub(crate) fn location(&self) -> String {
-        match &self.path {
-            Some(p) => p.display().to_string(),
+    /// The schema version of the open database.
+    pub fn schema_version(&self) -> Result<u32> {
+        let loc = self.location();
+        match &self.backend {
+            Backend::Sqlite(conn) => schema::user_version(conn).map_err(anyhow::Error::from),
+            Backend::Postgres(_) => self.read(schema::pg_version),
+        }
+        .with_context(|| format!("cannot read schema version of {loc}"))
+    }
+
+    /// The SQLite file this store lives in; `None` for in-memory and
+    /// PostgreSQL stores.
+    pub fn path(&self) -> Option<&Path> {
+        self.location.as_ref().and_then(StoreLocation::sqlite_path)
+    }
+
+    /// Where this store lives; `None` for in-memory stores.
+    pub fn store_location(&self) -> Option<&StoreLocation> {
+        self.location.as_ref()
+    }
+
+    /// How errors name this database (PostgreSQL URLs without password).
+    pub fn location(&self) -> String {
+        match &self.location {
+            Some(l) => l.to_string(),
             None => ":memory:".to_string(),
+        }
+    }
+
+    /// Sets what [`Store::record_run`] attaches to each run from now on.
+    pub fn set_run_context(&mut self, context: RunContext) {
+        self.context = context;
+    }
+
+    pub fn run_context(&self) -> &RunContext {
+        &self.context
+    }
+
+    /// Runs `f` on the connection (autocommit on PostgreSQL).
+    fn read<T>(&self, f: impl FnOnce(&mut dyn Sql) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite(conn) => f(&mut Lite(conn)),
+            Backend::Postgres(cell) => {
+                let mut pg = cell.borrow_mut();
+                let result = pg.parts().and_then(|(client, statements)| f(&mut PgSql { client, statements }));
+                if let Err(e) = &result {
+                    pg.note_error(e);
+                }
+                result
+            }
+        }
+    }
+
+    /// Runs `f` in a read-only transaction, so its queries see one state.
+    fn snapshot<T>(&self, f: impl FnOnce(&mut dyn Sql) -> Result<T>) -> Result<T> {
+        match &self.backend {
+            Backend::Sqlite(conn) => {
+                let tx = conn.unchecked_transaction()?;
+                let v = f(&mut Lite(&tx))?;
+                tx.commit()?;
+                Ok(v)
+            }
+            Backend::Postgres(cell) => {
+                let mut pg = cell.borrow_mut();
+                let result = pg.parts().and_then(|(client, statements)| {
+                    let mut tx = client
+                        .build_transaction()
+                        .isolation_level(postgres::IsolationLevel::RepeatableRead)
+                        .read_only(true)
+                        .start()
+                        .map_err(|e| anyhow!("cannot start a read transaction: {}", pg::describe(&e)))?;
+                    let v = f(&mut PgSql { client: &mut tx, statements })?;
+                    tx.commit().map_err(|e| anyhow!("cannot end a read transaction: {}", pg::describe(&e)))?;
+                    Ok(v)
+                });
+                if let Err(e) = &result {
+                    pg.note_error(e);
+                }
+                result
+            }
+        }
+    }
+
+    /// Runs `f` in one write transaction: all of it is stored or none.
+    ///
+    /// SQLite: `BEGIN IMMEDIATE` (the write lock from the start, so the
+    /// transaction cannot fail halfway on a lock upgrade; writers take turns).
+    ///
+    /// PostgreSQL: READ COMMITTED, and `f` runs again (up to
+    /// [`MAX_RETRIES`] times) when it lost a race with another writer. The
+    /// races are all decided by unique keys: two writers of the same run meet
+    /// on `(experiment_id, seq)`, of the same machine on its fingerprint, of
+    /// a new campaign on its id; the loser's insert fails, and its retry
+    /// finds the winner's row and decides afresh (same run: no-op). Status
+    /// derived from several rows (a campaign's shards) is computed under a
+    /// lock on the experiment row ([`lock_experiment`]). SERIALIZABLE would
+    /// also be correct, but its predicate locks make writers of *different*
+    /// runs of one experiment abort each other (86 retries in 300 runs with
+    /// four writers, notes/store.md), for nothing the unique keys do not
+    /// already guarantee.
+    fn write<T>(&mut self, mut f: impl FnMut(&mut dyn Sql) -> Result<T>) -> Result<T> {
+        let loc = self.location();
+        match &mut self.backend {
+            Backend::Sqlite(conn) => {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .with_context(|| format!("cannot start a write transaction on {loc}"))?;
+                let v = f(&mut Lite(&tx))?;
+                tx.commit().with_context(|| format!("cannot commit to {loc}"))?;
+                Ok(v)
+            }
+            Backend::Postgres(cell) => {
+                let pg = cell.get_mut();
+                let mut attempt = 0;
+                loop {
+                    let result = pg.parts().and_then(|(client, statements)| {
+                        let mut tx = client
+                            .build_transaction()
+                            .isolation_level(postgres::IsolationLevel::ReadCommitted)
+                            .start()
+                            .map_err(|e| anyhow!("cannot start a write transaction: {}", pg::describe(&e)))?;
+                        let v = f(&mut PgSql { client: &mut tx, statements })?;
+                        tx.commit().map_err(|e| {
+                            let text = pg::describe(&e);
+                            anyhow::Error::new(e).context(format!("cannot commit: {text}"))
+                        })?;
+                        Ok(v)
+                    });
+                    match result {
+                        Ok(v) => return Ok(v),
+                        Err(e) if pg::is_retryable(&e) && attempt < MAX_RETRIES => {
+                            attempt += 1;
+                            std::thread::sleep(backoff(attempt));
+                        }
+                        Err(e) => {
+                            pg.note_error(&e);
+                            if pg::is_connection_lost(&e) {
+                                return Err(e.context(format!(
+                                    "lost the connection to {loc}; nothing of this write was stored \
+                                     unless the commit itself was cut (recording the same run again is safe)"
+                                )));
+                            }
+                            return Err(e);
+                        }
+                    }
+                }
+            }
         }
     }
 }
 
-/// Reads a REAL column where NULL stands for NaN (SQLite stores NaN as NULL).
-fn real(row: &rusqlite::Row<'_>, idx: &str) -> rusqlite::Result<f64> {
-    Ok(row.get::<_, Option<f64>>(idx)?.unwrap_or(f64::NAN))
+/// Exponential backoff with jitter, so racing writers spread out.
+fn backoff(attempt: u32) -> Duration {
+    let base = 5u64 << attempt.min(7);
+    let jitter = u64::from(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().subsec_nanos(),
+    ) % base.max(1);
+    Duration::from_millis(base + jitter)
 }
 
-/// Converts a Rust count/position to an SQLite integer (SQLite integers are
-/// i64; rusqlite's own unsigned conversions are behind a feature we lack).
-fn sql_int<T>(v: T) -> rusqlite::Result<i64>
-where
-    T: TryInto<i64>,
-    T::Error: std::error::Error + Send + Sync + 'static,
-{
-    v.try_into().map_err(|e| rusqlite::Error::ToSqlConversionFailure(Box::new(e)))
-}
-
-/// Reads an INTEGER column into an unsigned Rust type, failing on negatives.
-fn get_uint<I: rusqlite::RowIndex + Copy, T: TryFrom<i64>>(row: &rusqlite::Row<'_>, idx: I) -> rusqlite::Result<T> {
-    let v: i64 = row.get(idx)?;
-    T::try_from(v).map_err(|_| match idx.idx(row.as_ref()) {
-        Ok(i) => rusqlite::Error::IntegralValueOutOfRange(i, v),
-        Err(e) => e,
-    })
+/// Takes the experiment's row lock until the transaction ends (PostgreSQL;
+/// SQLite writers hold the whole database already), so updates derived
+/// from several rows of one experiment happen one at a time.
+fn lock_experiment(q: &mut dyn Sql, id: i64) -> Result<()> {
+    let n = q.execute("UPDATE experiments SET status = status WHERE id = ?1", sql::params![id])?;
+    if n == 0 {
+        bail!("no experiment {id}");
+    }
+    Ok(())
 }
 
 /// Current time as RFC 3339 UTC with seconds precision.
 fn now_rfc3339() -> String {
     humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Checks that `text` is JSON, naming `field` if not.
+fn check_json(field: &str, text: &str) -> Result<()> {
+    serde_json::from_str::<serde_json::Value>(text).map(|_| ()).with_context(|| format!("{field} is not valid JSON"))
 }

@@ -16,8 +16,8 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use super::device::DevNum;
-use crate::experiment::Throttle;
+use super::config::Throttle;
+use crate::sys::blockdev::DevNum;
 
 /// Which block cgroup interface the host offers.
 #[derive(Clone, Debug, PartialEq, Eq)]

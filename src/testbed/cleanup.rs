@@ -1,13 +1,23 @@
-//! `fslab cleanup`: find what a killed fslab left behind (mounts, loop
-//! devices, cgroups, v1 root throttle rules, tracefs instances, testbed
-//! directories) by the `fslab-tb-<pid>-…` marker and remove it when its
-//! owner is gone.
+//! `fslab cleanup`: find what a killed fslab left behind and remove it when
+//! its owner is gone.
+//!
+//! Mounts, loop devices, cgroups, v1 root throttle rules, tracefs
+//! instances and VM processes are kernel objects: they are found system-wide by the marker
+//! in their names, and the owner identity in the name (pid and start time)
+//! says whether they are stale. Files are different: a directory is only
+//! ever deleted when it is in a work directory fslab knows
+//! ([`super::workdirs::known`], or one named on the command line) and
+//! carries fslab's marker file with a matching identity; temporaries in a
+//! work directory's input cache are named with the identity of the process
+//! writing them.
 
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{cgroup, loopdev, mount, MARKER};
-use crate::testbed::device::DevNum;
+use super::{cgroup, loopdev, mount};
+use crate::sys::blockdev::DevNum;
+use crate::sys::marker::{dir_owner, stale, DirOwner, MARKER};
 
 /// What a cleanup pass did.
 #[derive(Debug, Default)]
@@ -15,33 +25,69 @@ pub struct CleanupReport {
     pub removed: Vec<String>,
     /// Leftovers whose owning fslab process is still running (left alone).
     pub in_use: Vec<String>,
+    /// Directories named like testbeds that fslab did not make (left alone).
+    pub not_ours: Vec<String>,
     pub errors: Vec<String>,
 }
 
-/// The pid encoded in a marker name found anywhere in `text`.
-fn owner_pid(text: &str) -> Option<i32> {
-    let rest = &text[text.find(MARKER)? + MARKER.len()..];
-    rest.split('-').next()?.parse().ok()
+impl CleanupReport {
+    fn note(&mut self, what: String, result: anyhow::Result<()>) {
+        match result {
+            Ok(()) => self.removed.push(what),
+            Err(e) => self.errors.push(format!("{what}: {e:#}")),
+        }
+    }
 }
 
-fn alive(pid: i32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// Should this leftover go? Unowned or dead-owner ones do; `all` takes live ones too.
-fn stale(text: &str, all: bool) -> bool {
-    all || owner_pid(text).is_none_or(|pid| !alive(pid))
-}
-
-/// Remove stale fslab leftovers. `workdirs` are scanned for testbed
-/// directories; mounts, loop devices and cgroups are found system-wide.
-/// With `all`, leftovers of running fslab processes are removed too.
+/// Remove stale fslab leftovers: testbed directories and cache temporaries
+/// in `workdirs`; mounts, loop devices, cgroups, root throttle rules and
+/// trace instances system-wide. With `all`, leftovers of running fslab
+/// processes are removed too (never a directory without fslab's marker).
 pub fn cleanup(workdirs: &[PathBuf], all: bool) -> CleanupReport {
+    run(workdirs, all, None)
+}
+
+/// What a dead fslab left in one work directory (or `dir:` path): its
+/// stale testbed directories with their mounts, loop devices and cgroups,
+/// and stale temporaries of its input cache. Live fslab processes' testbeds
+/// and everything outside `workdir` are left alone; `run` and `--resume`
+/// call this before the first run.
+pub fn cleanup_workdir(workdir: &Path) -> CleanupReport {
+    let within = fs::canonicalize(workdir).unwrap_or_else(|_| workdir.to_path_buf());
+    run(std::slice::from_ref(&within), false, Some(&within))
+}
+
+fn run(workdirs: &[PathBuf], all: bool, within: Option<&Path>) -> CleanupReport {
     let mut report = CleanupReport::default();
-    let note = |report: &mut CleanupReport, what: String, result: anyhow::Result<()>| match result {
-        Ok(()) => report.removed.push(what),
-        Err(e) => report.errors.push(format!("{what}: {e:#}")),
-    };
+
+    // Testbed directories: whose are they?
+    let mut stale_dirs: Vec<PathBuf> = Vec::new();
+    for workdir in workdirs {
+        for entry in fs::read_dir(workdir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = entry.path();
+            if !name.starts_with(MARKER) || !path.is_dir() || path.is_symlink() {
+                continue;
+            }
+            match dir_owner(&path) {
+                DirOwner::Stale(_) => stale_dirs.push(path),
+                DirOwner::Running(_) if all => stale_dirs.push(path),
+                DirOwner::Running(o) => report.in_use.push(format!("directory {} (pid {})", path.display(), o.pid)),
+                DirOwner::Elsewhere(o) => {
+                    report.in_use.push(format!("directory {} (made on host {})", path.display(), o.hostname));
+                }
+                // Empty and stale by its name: nothing to lose (a crash
+                // between mkdir and writing the marker).
+                DirOwner::NotOurs(_) if stale(&name, all) && fs::remove_dir(&path).is_ok() => {
+                    report.removed.push(format!("empty directory {}", path.display()));
+                }
+                DirOwner::NotOurs(why) => report.not_ours.push(format!("{} ({why})", path.display())),
+            }
+        }
+    }
+    let stale_names: HashSet<String> =
+        stale_dirs.iter().filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).collect();
+    let in_scope = |path: &str| within.is_none_or(|w| Path::new(path).starts_with(w));
 
     // cgroups first: killing their processes frees the mounts.
     let flavor = cgroup::detect();
@@ -51,10 +97,26 @@ pub fn cleanup(workdirs: &[PathBuf], all: bool) -> CleanupReport {
             if !name.starts_with(MARKER) || !entry.path().is_dir() {
                 continue;
             }
+            if within.is_some() && !stale_names.contains(&name) {
+                continue;
+            }
             if stale(&name, all) {
-                note(&mut report, format!("cgroup {}", entry.path().display()), cgroup::remove_group(&entry.path()));
+                report.note(format!("cgroup {}", entry.path().display()), cgroup::remove_group(&entry.path()));
             } else {
                 report.in_use.push(format!("cgroup {}", entry.path().display()));
+            }
+        }
+    }
+
+    // VM processes that no cgroup held (see crate::vm::leftovers); system-wide only.
+    if within.is_none() {
+        for process in crate::vm::leftovers::vm_processes() {
+            let what =
+                format!("VM process {} ({})", process.pid, process.cmdline.chars().take(120).collect::<String>());
+            if stale(&process.cmdline, all) {
+                report.note(what, crate::vm::leftovers::kill(&process));
+            } else {
+                report.in_use.push(what);
             }
         }
     }
@@ -64,12 +126,13 @@ pub fn cleanup(workdirs: &[PathBuf], all: bool) -> CleanupReport {
         let mut mounts: Vec<_> = mount::parse_mountinfo(&text)
             .into_iter()
             .filter(|m| m.mountpoint.contains(MARKER) || m.source.starts_with(MARKER))
+            .filter(|m| in_scope(&m.mountpoint))
             .collect();
         mounts.sort_by_key(|m| std::cmp::Reverse(m.mountpoint.len()));
         for m in mounts {
             let key = format!("{} {}", m.mountpoint, m.source);
             if stale(&key, all) {
-                note(&mut report, format!("mount {}", m.mountpoint), mount::unmount(Path::new(&m.mountpoint)));
+                report.note(format!("mount {}", m.mountpoint), mount::unmount(Path::new(&m.mountpoint)));
             } else {
                 report.in_use.push(format!("mount {}", m.mountpoint));
             }
@@ -78,77 +141,79 @@ pub fn cleanup(workdirs: &[PathBuf], all: bool) -> CleanupReport {
 
     for (device, backing) in loopdev::attached() {
         let backing_str = backing.to_string_lossy();
-        if !backing_str.contains(MARKER) {
+        if !backing_str.contains(MARKER) || !in_scope(&backing_str) {
             continue;
         }
         if stale(&backing_str, all) {
             if let (Some(cgroup::Flavor::V1(root)), Ok(dev)) = (&flavor, DevNum::of(&device)) {
                 let _ = cgroup::clear_v1_rules(root, dev);
             }
-            note(
-                &mut report,
-                format!("loop device {} ({})", device.display(), backing.display()),
-                loopdev::detach(&device),
-            );
+            report.note(format!("loop device {} ({})", device.display(), backing.display()), loopdev::detach(&device));
         } else {
             report.in_use.push(format!("loop device {}", device.display()));
         }
     }
 
-    // v1 root rules left on loop devices that are no longer attached.
-    if let Some(cgroup::Flavor::V1(root)) = &flavor {
-        let attached: Vec<DevNum> = loopdev::attached().iter().filter_map(|(d, _)| DevNum::of(d).ok()).collect();
-        for dev in cgroup::v1_root_rules(root) {
-            if dev.major == 7 && !attached.contains(&dev) {
-                note(&mut report, format!("root throttle rule for {dev}"), cgroup::clear_v1_rules(root, dev));
-            }
-        }
+    if within.is_none() {
+        system_wide(&mut report, &flavor, all);
     }
 
-    // Private trace instances of the block-trace monitor.
-    for dir in crate::monitor::blocktrace::marker_instances() {
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        if stale(&name, all) {
-            note(
-                &mut report,
-                format!("trace instance {}", dir.display()),
-                crate::monitor::blocktrace::remove_instance(&dir),
-            );
-        } else {
-            report.in_use.push(format!("trace instance {}", dir.display()));
+    for path in stale_dirs {
+        // Never delete through a mount that is still there.
+        let inside = mounted_under(&path);
+        if !inside.is_empty() {
+            report.errors.push(format!("{} still has {} mounted; not removing it", path.display(), inside.join(", ")));
+            continue;
         }
+        report.note(format!("directory {}", path.display()), fs::remove_dir_all(&path).map_err(Into::into));
     }
 
     for workdir in workdirs {
-        for entry in fs::read_dir(workdir).into_iter().flatten().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if !name.starts_with(MARKER) || !stale(&name, all) {
-                continue;
-            }
-            let path = entry.path();
-            // Never delete through a mount that is still there.
-            if mount::facts(&path.join("mnt")).ok().flatten().is_some() {
-                report.errors.push(format!("{} is still mounted; not removing", path.display()));
-                continue;
-            }
-            note(&mut report, format!("directory {}", path.display()), fs::remove_dir_all(&path).map_err(Into::into));
-        }
+        cache_temporaries(&mut report, &workdir.join("cache"), all);
     }
     report
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn owner_pid_is_read_from_marker_names() {
-        assert_eq!(owner_pid("/var/tmp/fslab/fslab-tb-1234-0-ab/mnt"), Some(1234));
-        assert_eq!(owner_pid("fslab-tb-77-3-ff"), Some(77));
-        assert_eq!(owner_pid("/dev/loop0"), None);
-        // A live pid (ours) is not stale unless `all`.
-        let ours = format!("fslab-tb-{}-0-0", std::process::id());
-        assert!(!stale(&ours, false));
-        assert!(stale(&ours, true));
+/// Leftovers that belong to no work directory: v1 root rules on detached
+/// loop devices, trace instances.
+fn system_wide(report: &mut CleanupReport, flavor: &Option<cgroup::Flavor>, all: bool) {
+    if let Some(cgroup::Flavor::V1(root)) = flavor {
+        let attached: Vec<DevNum> = loopdev::attached().iter().filter_map(|(d, _)| DevNum::of(d).ok()).collect();
+        for dev in cgroup::v1_root_rules(root) {
+            if dev.major == 7 && !attached.contains(&dev) {
+                report.note(format!("root throttle rule for {dev}"), cgroup::clear_v1_rules(root, dev));
+            }
+        }
     }
+    // Private trace instances of the block-trace monitor.
+    for dir in crate::monitor::blocktrace::marker_instances() {
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        if stale(&name, all) {
+            report.note(format!("trace instance {}", dir.display()), crate::monitor::blocktrace::remove_instance(&dir));
+        } else {
+            report.in_use.push(format!("trace instance {}", dir.display()));
+        }
+    }
+}
+
+/// Half-written inputs (`.<name>.fslab-tb-<pid>-s<start>-<n>.tmp`, files
+/// or trees) whose writer is gone.
+fn cache_temporaries(report: &mut CleanupReport, cache: &Path, all: bool) {
+    for entry in fs::read_dir(cache).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.contains(MARKER) || !name.ends_with(".tmp") || !stale(&name, all) {
+            continue;
+        }
+        let path = entry.path();
+        let removed =
+            if path.is_dir() && !path.is_symlink() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
+        report.note(format!("temporary input {}", path.display()), removed.map_err(Into::into));
+    }
+}
+
+/// Mount points at or below `dir`.
+pub fn mounted_under(dir: &Path) -> Vec<String> {
+    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    mount::parse_mountinfo(&text).into_iter().map(|m| m.mountpoint).filter(|p| Path::new(p).starts_with(&dir)).collect()
 }

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
-use crate::workload::process::run_tool;
+use crate::sys::exec::run_tool;
 
 /// Attach `image` to a free loop device with direct I/O (so the host page
 /// cache does not hide the device's speed), retrying when another process

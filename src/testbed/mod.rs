@@ -1,49 +1,53 @@
 //! Testbeds: image file → loop device → mkfs → mount → throttle → queue
 //! settings, and the teardown that undoes all of it.
 //!
-//! Everything a testbed creates is named `fslab-tb-<pid>-<n>` (its
+//! Everything a testbed creates is named `fslab-tb-<pid>-s<start>-<n>` (its
 //! directory under the work directory, the image inside it, the mount point,
-//! the cgroup), so [`cleanup`] can find what a killed fslab left behind and
-//! tell from the pid whether its owner is still alive.
+//! the cgroup), and its directory carries a marker file with the owner's
+//! identity ([`crate::sys::marker`]), so [`cleanup`] can find what a killed
+//! fslab left behind, tell whether its owner is still alive, and never
+//! delete a directory fslab did not make.
 
 pub mod cgroup;
 pub mod cleanup;
-pub mod device;
+pub mod config;
+pub mod device_optin;
+pub mod filesystem;
 pub mod image;
 pub mod loopdev;
 pub mod mount;
+pub mod space;
 pub mod tuning;
+pub mod workdirs;
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
 
-use crate::experiment::{FsKind, VariantConfig};
 use crate::metric::Metric;
 use crate::record::MountFacts;
-use crate::workload::process::run_tool;
-use device::DevNum;
+use crate::sys::blockdev::{self, DevNum};
+use crate::sys::exec::run_tool;
+use crate::sys::marker::create_marked_dir;
+pub use config::{ImageOptions, TestbedConfig, Throttle};
+pub use device_optin::DeviceOptIn;
+pub use filesystem::{FsKind, Medium};
+pub use workdirs::DEFAULT_WORKDIR;
 
-/// Prefix of every name fslab gives to what it creates.
-pub const MARKER: &str = "fslab-tb-";
-
-/// A block device the user explicitly handed over with `--device PATH --destroy-data`.
-#[derive(Clone, Debug)]
-pub struct DeviceOptIn {
-    pub path: PathBuf,
-}
+/// Where a `dir:` testbed's workload runs, inside its fslab-owned directory.
+const DIR_ROOT: &str = "work";
 
 /// A provisioned, mounted filesystem. Dropping it tears it down; call
 /// [`Testbed::teardown`] to see teardown errors.
 #[derive(Debug)]
 pub struct Testbed {
-    /// `<workdir>/fslab-tb-<pid>-<n>`: holds image, mount point and marker.
+    /// `<workdir>/fslab-tb-<pid>-s<start>-<n>` (for `dir:PATH`, inside
+    /// PATH): holds image, mount point and marker file.
     pub dir: PathBuf,
     pub mountpoint: PathBuf,
-    pub fstype: String,
+    /// The filesystem kind (its description: `kind.fs()`).
+    pub kind: FsKind,
     /// The block device (loop or user device); None for tmpfs and dir.
     pub device: Option<PathBuf>,
     /// Kernel name of the device (`loop3`), for diskstats and sysfs.
@@ -60,6 +64,9 @@ pub struct Testbed {
     /// Metrics of provisioning itself (read-only images: `image_build_s`,
     /// `image_size_mb`, `image_ratio`), stored with the run's metrics.
     pub metrics: Vec<Metric>,
+    /// What the run's record should say about the testbed (a `dir:`
+    /// testbed's filesystem is not fresh).
+    pub notes: Vec<String>,
     loop_attached: bool,
     mounted: bool,
     owns_dir: bool,
@@ -69,31 +76,13 @@ pub struct Testbed {
 /// Writes the content of a read-only image into the staging directory it is given.
 pub type Populate<'a> = &'a mut dyn FnMut(&Path) -> Result<()>;
 
-static COUNTER: AtomicUsize = AtomicUsize::new(0);
-
-/// A name no other live testbed on this host has.
-fn unique_name() -> String {
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-    format!("{MARKER}{}-{}-{nanos:x}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst))
-}
-
-/// mkfs program and its "force, quiet" flags per filesystem.
-fn mkfs_command(fs: &FsKind) -> Option<(&'static str, &'static [&'static str])> {
-    match fs {
-        FsKind::Ext4 => Some(("mkfs.ext4", &["-F", "-q"])),
-        FsKind::Xfs => Some(("mkfs.xfs", &["-f", "-q"])),
-        FsKind::Btrfs => Some(("mkfs.btrfs", &["-f", "-q"])),
-        _ => None,
-    }
-}
-
 impl Testbed {
-    /// Build a fresh testbed for `variant` under `workdir`.
+    /// Build a fresh testbed for `config` under `workdir`.
     ///
     /// On any error, whatever was already created is torn down before the
     /// error is returned.
-    pub fn provision(variant: &VariantConfig, workdir: &Path, device: Option<&DeviceOptIn>) -> Result<Testbed> {
-        Testbed::provision_with(variant, workdir, device, None)
+    pub fn provision(config: &TestbedConfig, workdir: &Path, device: Option<&DeviceOptIn>) -> Result<Testbed> {
+        Testbed::provision_with(config, workdir, device, None)
     }
 
     /// [`provision`](Self::provision), with `populate` writing the content
@@ -101,24 +90,23 @@ impl Testbed {
     /// directory before the image is packed. Writable filesystems never call
     /// it; read-only images fail without it.
     pub fn provision_with(
-        variant: &VariantConfig,
+        config: &TestbedConfig,
         workdir: &Path,
         device: Option<&DeviceOptIn>,
         populate: Option<Populate<'_>>,
     ) -> Result<Testbed> {
-        if let FsKind::Dir(dir) = &variant.fs {
-            return Ok(Testbed::existing_dir(dir));
+        if let FsKind::Dir(parent) = &config.fs {
+            return Testbed::provision_dir(parent, config);
         }
         fs::create_dir_all(workdir).with_context(|| format!("creating work directory {}", workdir.display()))?;
-        let name = unique_name();
-        let dir = workdir.join(&name);
-        fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        workdirs::record(workdir);
+        let (dir, name) = create_marked_dir(workdir)?;
         let mountpoint = dir.join("mnt");
-        let mut bed = Testbed::unbuilt(dir, mountpoint, variant.fs.fstype(), true);
-        let built = if variant.fs.is_read_only_image() {
-            bed.build_image(variant, &name, device, populate)
+        let mut bed = Testbed::unbuilt(dir, mountpoint, config.fs.clone(), true);
+        let built = if config.fs.is_read_only_image() {
+            bed.build_image(config, &name, device, populate)
         } else {
-            bed.build(variant, &name, device)
+            bed.build(config, &name, device)
         };
         match built {
             Ok(()) => Ok(bed),
@@ -131,17 +119,34 @@ impl Testbed {
         }
     }
 
-    fn existing_dir(dir: &Path) -> Testbed {
-        Testbed::unbuilt(dir.to_path_buf(), dir.to_path_buf(), "dir", false)
+    /// `dir:PATH`: nothing is formatted or mounted, but every run gets a
+    /// fresh, empty fslab-owned directory inside PATH (with a marker file,
+    /// removed at teardown), so one run's files never meet the next's.
+    fn provision_dir(parent: &Path, config: &TestbedConfig) -> Result<Testbed> {
+        workdirs::record(parent);
+        let (dir, _) = create_marked_dir(parent)?;
+        let root = dir.join(DIR_ROOT);
+        let mut bed = Testbed::unbuilt(dir, root, config.fs.clone(), true);
+        if let Err(e) = fs::create_dir(&bed.mountpoint) {
+            let _ = bed.teardown();
+            return Err(e).with_context(|| format!("creating {}", bed.mountpoint.display()));
+        }
+        bed.notes.push(format!(
+            "{}: ran in a fresh empty directory {} (removed after the run) on the existing filesystem, \
+             which is not re-created between runs",
+            config.fs,
+            bed.mountpoint.display()
+        ));
+        Ok(bed)
     }
 
     /// A testbed with nothing created yet; `owns_dir` says whether teardown
     /// may delete `dir`.
-    fn unbuilt(dir: PathBuf, mountpoint: PathBuf, fstype: &str, owns_dir: bool) -> Testbed {
+    fn unbuilt(dir: PathBuf, mountpoint: PathBuf, kind: FsKind, owns_dir: bool) -> Testbed {
         Testbed {
             dir,
             mountpoint,
-            fstype: fstype.to_string(),
+            kind,
             device: None,
             device_name: None,
             image: None,
@@ -150,6 +155,7 @@ impl Testbed {
             queue: Vec::new(),
             staging: None,
             metrics: Vec::new(),
+            notes: Vec::new(),
             loop_attached: false,
             mounted: false,
             owns_dir,
@@ -157,20 +163,24 @@ impl Testbed {
         }
     }
 
-    fn build(&mut self, variant: &VariantConfig, name: &str, device: Option<&DeviceOptIn>) -> Result<()> {
+    fn build(&mut self, config: &TestbedConfig, name: &str, device: Option<&DeviceOptIn>) -> Result<()> {
         fs::create_dir(&self.mountpoint).with_context(|| format!("creating {}", self.mountpoint.display()))?;
-        if variant.fs == FsKind::Tmpfs {
-            let options = join_options(&format!("size={}", variant.size.0), &variant.mount);
+        if config.fs == FsKind::Tmpfs {
+            let options = join_options(&format!("size={}", config.size.0), &config.mount);
             mount::mount("tmpfs", name, &self.mountpoint, &options)?;
             self.mounted = true;
-            return self.read_back(&variant.mount);
+            return self.read_back(&config.mount);
         }
         let dev = match device {
-            Some(opt_in) => opt_in.path.clone(),
+            Some(opt_in) => {
+                // Again right before mkfs: it may have been mounted since fslab started.
+                opt_in.check()?;
+                opt_in.path.clone()
+            }
             None => {
                 let image = self.dir.join(format!("{name}.img"));
                 let file = fs::File::create(&image).with_context(|| format!("creating {}", image.display()))?;
-                file.set_len(variant.size.0).with_context(|| format!("sizing {}", image.display()))?;
+                file.set_len(config.size.0).with_context(|| format!("sizing {}", image.display()))?;
                 drop(file);
                 self.image = Some(image.clone());
                 let dev = loopdev::attach(&image)?;
@@ -179,20 +189,20 @@ impl Testbed {
             }
         };
         self.device = Some(dev.clone());
-        let kernel_name = device::kernel_name(&dev)?;
+        let kernel_name = blockdev::kernel_name(&dev)?;
         self.device_name = Some(kernel_name.clone());
         let dev_str = dev.to_str().context("device path is not UTF-8")?;
 
-        let (program, flags) = mkfs_command(&variant.fs).context("not a block filesystem")?;
+        let (program, flags) = config.fs.fs().mkfs().context("not a block filesystem")?;
         let mut args: Vec<&str> = flags.to_vec();
-        args.extend(variant.mkfs.iter().map(String::as_str));
+        args.extend(config.mkfs.iter().map(String::as_str));
         args.push(dev_str);
-        run_tool(program, &args).context(format!("formatting {dev_str} as {}", variant.fs))?;
+        run_tool(program, &args).context(format!("formatting {dev_str} as {}", config.fs))?;
 
-        mount::mount(variant.fs.fstype(), dev_str, &self.mountpoint, &variant.mount)?;
+        mount::mount(config.fs.fstype(), dev_str, &self.mountpoint, &config.mount)?;
         self.mounted = true;
-        self.read_back(&variant.mount)?;
-        self.tune(variant, name, &dev, &kernel_name)
+        self.read_back(&config.mount)?;
+        self.tune(config, name, &dev, &kernel_name)
     }
 
     /// Read-only image: populate a staging tree, pack it, attach the image
@@ -200,19 +210,19 @@ impl Testbed {
     /// as any block testbed.
     fn build_image(
         &mut self,
-        variant: &VariantConfig,
+        config: &TestbedConfig,
         name: &str,
         device: Option<&DeviceOptIn>,
         populate: Option<Populate<'_>>,
     ) -> Result<()> {
         if device.is_some() {
-            bail!("a {} testbed is an image file fslab builds; it cannot use --device", variant.fs);
+            bail!("a {} testbed is an image file fslab builds; it cannot use --device", config.fs);
         }
         let Some(populate) = populate else {
-            bail!("a {} testbed is packed from a workload's files, and none was given", variant.fs);
+            bail!("a {} testbed is packed from a workload's files, and none was given", config.fs);
         };
-        let options =
-            variant.image.clone().with_context(|| format!("variant `{}` has no image options", variant.name))?;
+        let format = config.fs.fs().image().context("not a read-only image filesystem")?;
+        let options = config.image.clone().context("the testbed has no image options")?;
         fs::create_dir(&self.mountpoint).with_context(|| format!("creating {}", self.mountpoint.display()))?;
         let staging = self.dir.join("staging");
         fs::create_dir(&staging).with_context(|| format!("creating {}", staging.display()))?;
@@ -220,47 +230,50 @@ impl Testbed {
         populate(&staging).context("writing the image content")?;
         let image = self.dir.join(format!("{name}.img"));
         self.image = Some(image.clone());
-        let built = image::build(&variant.fs, &options, &variant.mkfs, &staging, &image)?;
+        let built = image::build(format, &options, &config.mkfs, &staging, &image)?;
         self.metrics = built.metrics();
 
         let dev = loopdev::attach_with(&image, true)?;
         self.loop_attached = true;
         self.device = Some(dev.clone());
-        let kernel_name = device::kernel_name(&dev)?;
+        let kernel_name = blockdev::kernel_name(&dev)?;
         self.device_name = Some(kernel_name.clone());
         let dev_str = dev.to_str().context("device path is not UTF-8")?;
-        let requested = join_options("ro", &variant.mount);
-        if let Err(e) = mount::mount(variant.fs.fstype(), dev_str, &self.mountpoint, &requested) {
-            return Err(match squashfs_threads_hint(variant) {
+        let requested = join_options("ro", &config.mount);
+        if let Err(e) = mount::mount(config.fs.fstype(), dev_str, &self.mountpoint, &requested) {
+            return Err(match format.mount_failure_hint(&config.mount) {
                 Some(hint) => e.context(hint),
                 None => e,
             });
         }
         self.mounted = true;
         self.read_back(&requested)?;
-        self.tune(variant, name, &dev, &kernel_name)
+        self.tune(config, name, &dev, &kernel_name)
     }
 
     /// Queue settings, sysfs tunables and throttling of a mounted block testbed.
-    fn tune(&mut self, variant: &VariantConfig, name: &str, dev: &Path, kernel_name: &str) -> Result<()> {
+    fn tune(&mut self, config: &TestbedConfig, name: &str, dev: &Path, kernel_name: &str) -> Result<()> {
         let kernel_name = kernel_name.to_string();
-        if let Some(kb) = variant.read_ahead_kb {
+        if let Some(kb) = config.read_ahead_kb {
             tuning::set_read_ahead_kb(&kernel_name, kb)?;
         }
-        if let Some(scheduler) = &variant.scheduler {
+        if let Some(scheduler) = &config.scheduler {
             tuning::set_scheduler(&kernel_name, scheduler)?;
         }
-        if !variant.sysfs.is_empty() {
-            let dir = tuning::fs_sysfs_dir(variant.fs.fstype(), &kernel_name, &self.mountpoint)?;
-            tuning::set_tunables(&dir, &variant.sysfs)?;
+        if !config.sysfs.is_empty() {
+            let dir = config.fs.fs().sysfs_dir(&kernel_name, &self.mountpoint)?;
+            if !dir.is_dir() {
+                bail!("{} does not exist", dir.display());
+            }
+            tuning::set_tunables(&dir, &config.sysfs)?;
         }
         self.queue = tuning::queue_settings(&kernel_name);
-        if !variant.throttle.is_empty() {
+        if !config.throttle.is_empty() {
             let Some(flavor) = cgroup::detect() else {
                 bail!("throttling needs the block cgroup (v1 blkio or v2 io controller), and this host has neither");
             };
             let devnum = DevNum::of(dev)?;
-            self.throttle = Some(cgroup::ThrottleGroup::create(flavor, name, devnum, variant.throttle)?);
+            self.throttle = Some(cgroup::ThrottleGroup::create(flavor, name, devnum, config.throttle)?);
         }
         Ok(())
     }
@@ -269,14 +282,22 @@ impl Testbed {
     fn read_back(&mut self, requested: &str) -> Result<()> {
         let mut facts = mount::facts(&self.mountpoint)?
             .with_context(|| format!("{} is not in /proc/self/mountinfo after mounting", self.mountpoint.display()))?;
-        if facts.fstype == "ext4" {
-            if let Some(name) = &self.device_name {
-                facts.fs_options = ext4_options(name);
-            }
+        if let Some(name) = &self.device_name {
+            facts.fs_options = self.kind.fs().fs_options(name);
         }
         let verified = mount::verify_options(requested, &facts);
         self.mount_facts = Some(facts);
         verified
+    }
+
+    /// Why the run failed, when the host filesystem holding the image (or
+    /// the `dir:` directory) is full: a full host disk reaches a workload
+    /// as I/O errors from the loop device. Call before teardown frees it.
+    pub fn host_full(&self) -> Option<String> {
+        if self.image.is_none() && !matches!(self.kind, FsKind::Dir(_)) {
+            return None;
+        }
+        space::full(&self.dir)
     }
 
     /// The directory workloads work in.
@@ -291,13 +312,7 @@ impl Testbed {
 
     /// Filesystem geometry text for the record (empty for tmpfs and dir).
     pub fn geometry(&self) -> Option<String> {
-        let device = self.device.as_ref()?;
-        if self.fstype == "squashfs" {
-            // The superblock summary: compressor, block size, fragments, counts.
-            let image = self.image.as_ref()?.to_str()?;
-            return run_tool("unsquashfs", &["-s", image]).ok().filter(|g| !g.is_empty());
-        }
-        crate::inspect::environment::geometry(&self.fstype, device).ok().filter(|g| !g.is_empty())
+        self.kind.fs().geometry(self.device.as_ref()?, self.image.as_deref())
     }
 
     /// Undo everything, in reverse order, attempting every step even when an
@@ -322,12 +337,7 @@ impl Testbed {
         }
         if self.loop_attached && !self.mounted {
             if let Some(dev) = &self.device {
-                if self.fstype == "btrfs" {
-                    // btrfs keeps scanned devices registered; let go of ours.
-                    if let Some(d) = dev.to_str() {
-                        let _ = run_tool("btrfs", &["device", "scan", "--forget", d]);
-                    }
-                }
+                self.kind.fs().release(dev);
                 match loopdev::detach(dev) {
                     Ok(()) => self.loop_attached = false,
                     Err(e) => errors.push(format!("{e:#}")),
@@ -335,7 +345,11 @@ impl Testbed {
             }
         }
         if self.owns_dir && !self.mounted && !self.loop_attached {
-            if let Err(e) = fs::remove_dir_all(&self.dir) {
+            // Never delete through a mount (a workload may have mounted something inside).
+            let inside = cleanup::mounted_under(&self.dir);
+            if !inside.is_empty() {
+                errors.push(format!("not removing {}: {} is mounted inside it", self.dir.display(), inside.join(", ")));
+            } else if let Err(e) = fs::remove_dir_all(&self.dir) {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     errors.push(format!("removing {}: {e}", self.dir.display()));
                 }
@@ -358,39 +372,10 @@ impl Drop for Testbed {
     }
 }
 
-/// `/proc/fs/ext4/<dev>/options`, plus `mb_optimize_scan=N` from
-/// `mb_structs_summary`: the options file prints mb_optimize_scan only when
-/// it is on, and the summary says which allocator scan is really in effect.
-fn ext4_options(name: &str) -> Option<String> {
-    let mut options = fs::read_to_string(format!("/proc/fs/ext4/{name}/options")).ok()?;
-    let summary = fs::read_to_string(format!("/proc/fs/ext4/{name}/mb_structs_summary")).unwrap_or_default();
-    let scan = summary.lines().find_map(|l| l.strip_prefix("optimize_scan:")).map(str::trim);
-    if let Some(scan) = scan {
-        if !options.lines().any(|l| l.starts_with("mb_optimize_scan=")) {
-            options.push_str(&format!("mb_optimize_scan={scan}\n"));
-        }
-    }
-    Some(options)
-}
-
 fn join_options(first: &str, rest: &str) -> String {
     if rest.is_empty() {
         first.to_string()
     } else {
         format!("{first},{rest}")
     }
-}
-
-/// Why a squashfs mount with `threads=` may have failed: the kernel only
-/// takes the option when built with SQUASHFS_CHOICE_DECOMP_BY_MOUNT (6.2+).
-fn squashfs_threads_hint(variant: &VariantConfig) -> Option<String> {
-    if variant.fs != FsKind::Squashfs || !variant.mount.split(',').any(|o| o.starts_with("threads=")) {
-        return None;
-    }
-    let config = crate::inspect::kconfig::KernelConfig::load_running().ok()?;
-    (!config.is_enabled("SQUASHFS_CHOICE_DECOMP_BY_MOUNT")).then(|| {
-        "squashfs `threads=` needs a kernel with CONFIG_SQUASHFS_CHOICE_DECOMP_BY_MOUNT=y (Linux 6.2+); \
-         the running kernel's decompressor is fixed at build time"
-            .to_string()
-    })
 }

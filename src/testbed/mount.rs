@@ -7,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 
 use crate::record::MountFacts;
-use crate::workload::process::run_tool;
+use crate::sys::exec::run_tool;
 
 /// `mount -t FSTYPE [-o OPTIONS] SOURCE TARGET`, arguments passed as a list.
 pub fn mount(fstype: &str, source: &str, target: &Path, options: &str) -> Result<()> {
@@ -39,58 +39,18 @@ pub fn unmount(target: &Path) -> Result<()> {
     Err(last_error.unwrap()).context(format!("unmounting {target_str}"))
 }
 
-/// One line of `/proc/self/mountinfo`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct MountInfoLine {
-    pub mountpoint: String,
-    pub mount_options: String,
-    pub fstype: String,
-    pub source: String,
-    pub super_options: String,
-}
+/// One line of `/proc/self/mountinfo` (the shared parser's type).
+pub use crate::sys::mountinfo::MountInfo as MountInfoLine;
 
-/// Parse mountinfo text (see proc(5)); octal escapes in paths are decoded.
+/// Parse mountinfo text leniently (lines that are not mountinfo are
+/// skipped); octal escapes in paths are decoded. See [`crate::sys::mountinfo`].
 pub fn parse_mountinfo(text: &str) -> Vec<MountInfoLine> {
-    text.lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            let fields: Vec<&str> = left.split(' ').collect();
-            let rfields: Vec<&str> = right.split(' ').collect();
-            if fields.len() < 6 || rfields.len() < 3 {
-                return None;
-            }
-            Some(MountInfoLine {
-                mountpoint: unescape(fields[4]),
-                mount_options: fields[5].to_string(),
-                fstype: rfields[0].to_string(),
-                source: unescape(rfields[1]),
-                super_options: rfields[2].to_string(),
-            })
-        })
-        .collect()
-}
-
-/// mountinfo escapes space, tab, newline and backslash as `\ooo`.
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' && i + 3 < bytes.len() && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b)) {
-            let value = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
-            out.push(value);
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    crate::sys::mountinfo::parse_lenient(text)
 }
 
 /// The kernel's view of the mount at `target` (the last one, if stacked).
 pub fn facts(target: &Path) -> Result<Option<MountFacts>> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
+    let text = std::fs::read_to_string(crate::sys::mountinfo::PATH).context("reading /proc/self/mountinfo")?;
     let target = target.to_string_lossy();
     Ok(parse_mountinfo(&text).into_iter().rev().find(|m| m.mountpoint == target).map(|m| MountFacts {
         source: m.source,
@@ -184,6 +144,10 @@ mod tests {
         assert_eq!(lines[0].fstype, "ext4");
         assert_eq!(lines[0].source, "/dev/loop3");
         assert_eq!(lines[1].super_options, "rw,size=1024k");
+        // An escape above \377 is no byte: kept as text (this overflowed a u8 before).
+        let odd = parse_mountinfo("38 35 98:0 / /mnt/a\\777 rw - ext4 /dev/loop4 rw\nnot mountinfo\n");
+        assert_eq!(odd.len(), 1);
+        assert_eq!(odd[0].mountpoint, "/mnt/a\\777");
     }
 
     fn facts_of(mount: &str, sup: &str, fs: Option<&str>) -> MountFacts {

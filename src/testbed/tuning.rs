@@ -48,31 +48,6 @@ pub fn queue_settings(kernel_name: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The sysfs directory of a mounted filesystem's tunables.
-pub fn fs_sysfs_dir(fstype: &str, kernel_name: &str, mountpoint: &Path) -> Result<PathBuf> {
-    let dir = match fstype {
-        "ext4" => PathBuf::from(format!("/sys/fs/ext4/{kernel_name}")),
-        "xfs" => PathBuf::from(format!("/sys/fs/xfs/{kernel_name}")),
-        "btrfs" => btrfs_dir(kernel_name, mountpoint)?,
-        other => bail!("{other} has no sysfs tunables"),
-    };
-    if !dir.is_dir() {
-        bail!("{} does not exist", dir.display());
-    }
-    Ok(dir)
-}
-
-/// btrfs keys its sysfs directory by filesystem UUID; find the one whose
-/// `devices/` lists our device.
-fn btrfs_dir(kernel_name: &str, mountpoint: &Path) -> Result<PathBuf> {
-    for entry in fs::read_dir("/sys/fs/btrfs").context("reading /sys/fs/btrfs")?.flatten() {
-        if entry.path().join("devices").join(kernel_name).exists() {
-            return Ok(entry.path());
-        }
-    }
-    bail!("no /sys/fs/btrfs entry for {kernel_name} (mounted at {})", mountpoint.display())
-}
-
 /// Write each tunable and read it back.
 pub fn set_tunables(dir: &Path, tunables: &[(String, String)]) -> Result<()> {
     for (key, value) in tunables {

@@ -15,36 +15,31 @@
 //! (listing entries, [`ArchiveSpec`]): no clock, no host user, no
 //! environment, so archives are byte-identical across runs and machines.
 //!
-//! # Content scheme
+//! # Content
 //!
-//! Each regular file is cut into 4 KiB blocks (the last may be shorter). In
-//! a block of `L` bytes the first `round((1 - c) × L)` bytes are pseudo-random
-//! and the rest are zeros, `c` being [`ArchiveSpec::compressibility`]. So a
-//! compressor (gzip, zstd, btrfs/f2fs compression) shrinks content to about
-//! `1 - c` of its size at any block size ≥ 4 KiB, yet no 4 KiB block is all
-//! zeros unless `c = 1` (nothing can skip "holes"). The random bytes come from
-//! xoshiro256++ seeded with `SHA-256("fslab-archive-v1" ‖ seed ‖ path)`
-//! (little-endian output words), so each file has distinct content (no
-//! accidental deduplication), and a file's bytes depend only on the seed and
-//! its path. [`ContentReader`] produces them.
+//! Each regular file's bytes are [`super::content`]'s data style: per 4 KiB
+//! block `round((1 - c) × L)` random bytes then zeros, `c` being
+//! [`ArchiveSpec::compressibility`], so a compressor (gzip, zstd, btrfs/f2fs
+//! compression) shrinks content to about `1 - c` at any block size ≥ 4 KiB.
+//! The generator is keyed by the seed and the file's path, so each file has
+//! distinct content (no accidental deduplication) and depends only on them.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::content::{ContentReader, Style};
 use super::listing::{EntryKind, Listing};
-
-/// Size of the unit the compressibility mix is applied to.
-pub const CONTENT_BLOCK: usize = 4096;
+use crate::sys::marker::unique_name;
+use crate::sys::signals::check_cancelled;
 
 /// Bumped whenever the archive bytes for a given (listing, spec) change, so
 /// cached archives from older fslab versions are not reused.
-const FORMAT_VERSION: &[u8] = b"fslab-archive-v1";
+const FORMAT_VERSION: &[u8] = b"fslab-archive-v2";
 
 /// How the content of a generated archive looks.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -93,9 +88,9 @@ pub fn ensure_archive(listing: &Listing, spec: &ArchiveSpec, cache_dir: &Path) -
 
     // Unique per process and call, so concurrent builders (threads or
     // processes) never share a temp file; the last rename wins, and all of
-    // them wrote the same bytes.
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let tmp = cache_dir.join(format!(".{name}.tmp.{}.{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed)));
+    // them wrote the same bytes. The marker name lets `fslab cleanup` remove
+    // the temp file of a killed fslab.
+    let tmp = cache_dir.join(format!(".{name}.{}.tmp", unique_name()));
     let result = (|| -> Result<()> {
         let file = OpenOptions::new()
             .write(true)
@@ -163,6 +158,8 @@ pub fn write_archive<W: Write>(listing: &Listing, spec: &ArchiveSpec, out: W) ->
     spec.validate()?;
     let mut builder = tar::Builder::new(out);
     for e in &listing.entries {
+        // A large archive takes a while: stay responsive to Ctrl-C.
+        check_cancelled()?;
         let mut h = tar::Header::new_gnu();
         h.set_mode(e.mode & 0o7777);
         h.set_uid(0);
@@ -173,8 +170,7 @@ pub fn write_archive<W: Write>(listing: &Listing, spec: &ArchiveSpec, out: W) ->
             EntryKind::File => {
                 h.set_entry_type(tar::EntryType::Regular);
                 h.set_size(e.size);
-                let content = ContentReader::new(spec, &e.path, e.size);
-                builder.append_data(&mut h, &e.path, content)
+                builder.append_data(&mut h, &e.path, content(spec, &e.path, e.size))
             }
             EntryKind::Dir => {
                 h.set_entry_type(tar::EntryType::Directory);
@@ -194,118 +190,10 @@ pub fn write_archive<W: Write>(listing: &Listing, spec: &ArchiveSpec, out: W) ->
     builder.into_inner().with_context(|| format!("{}: finishing the archive", listing.origin))
 }
 
-/// The generated content of one file (see the module docs for the scheme),
-/// as a reader of exactly `size` bytes. The bytes do not depend on how the
-/// caller sizes its reads.
-pub struct ContentReader {
-    rng: Xoshiro256PlusPlus,
-    random_fraction: f64,
-    /// Bytes not yet generated into `block`.
-    left: u64,
-    block: Box<[u8; CONTENT_BLOCK]>,
-    block_len: usize,
-    block_pos: usize,
-}
-
-impl ContentReader {
-    /// Content of the file at archive path `path` with `size` bytes under
-    /// `spec`. A compressibility outside `[0, 1]` is clamped (use
-    /// [`ArchiveSpec::validate`] to reject it instead).
-    pub fn new(spec: &ArchiveSpec, path: &str, size: u64) -> ContentReader {
-        let mut h = Sha256::new();
-        h.update(FORMAT_VERSION);
-        h.update(spec.seed.to_le_bytes());
-        h.update(path.as_bytes());
-        let digest = h.finalize();
-        let mut state = [0u64; 4];
-        for (word, bytes) in state.iter_mut().zip(digest.chunks_exact(8)) {
-            let mut b = [0u8; 8];
-            b.copy_from_slice(bytes);
-            *word = u64::from_le_bytes(b);
-        }
-        let c = if spec.compressibility.is_nan() { 0.5 } else { spec.compressibility.clamp(0.0, 1.0) };
-        ContentReader {
-            rng: Xoshiro256PlusPlus::new(state),
-            random_fraction: 1.0 - c,
-            left: size,
-            block: Box::new([0u8; CONTENT_BLOCK]),
-            block_len: 0,
-            block_pos: 0,
-        }
-    }
-
-    /// Generate the next block. Whole blocks are drawn from the generator at
-    /// once, which keeps the stream independent of read sizes.
-    fn refill(&mut self) {
-        let len = self.left.min(CONTENT_BLOCK as u64) as usize;
-        let random = ((self.random_fraction * len as f64).round() as usize).min(len);
-        self.rng.fill(&mut self.block[..random]);
-        self.block[random..len].fill(0);
-        self.left -= len as u64;
-        self.block_len = len;
-        self.block_pos = 0;
-    }
-}
-
-impl Read for ContentReader {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if self.block_pos == self.block_len {
-            if self.left == 0 {
-                return Ok(0);
-            }
-            self.refill();
-        }
-        let n = buf.len().min(self.block_len - self.block_pos);
-        buf[..n].copy_from_slice(&self.block[self.block_pos..self.block_pos + n]);
-        self.block_pos += n;
-        Ok(n)
-    }
-}
-
-/// xoshiro256++ (Blackman & Vigna, 2019). Used instead of `rand_chacha`
-/// because content generation is the whole cost of building an archive and
-/// ChaCha8 runs at ~12 MB/s in the unoptimised builds tests use (13 s for the
-/// 151 MB firmware archive at c = 0); this is several times faster there and
-/// its output is just as incompressible for gzip/zstd/LZ4. Nothing here
-/// needs cryptographic strength.
-struct Xoshiro256PlusPlus([u64; 4]);
-
-impl Xoshiro256PlusPlus {
-    fn new(state: [u64; 4]) -> Self {
-        // The all-zero state is the one fixed point; SHA-256 output is never
-        // expected to hit it, but stay well-defined if it does.
-        if state == [0; 4] {
-            return Xoshiro256PlusPlus([1, 2, 3, 4]);
-        }
-        Xoshiro256PlusPlus(state)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        let s = &mut self.0;
-        let result = s[0].wrapping_add(s[3]).rotate_left(23).wrapping_add(s[0]);
-        let t = s[1] << 17;
-        s[2] ^= s[0];
-        s[3] ^= s[1];
-        s[1] ^= s[2];
-        s[0] ^= s[3];
-        s[2] ^= t;
-        s[3] = s[3].rotate_left(45);
-        result
-    }
-
-    /// Fill `buf` with output words in little-endian order (the last word
-    /// truncated), the same on every platform.
-    fn fill(&mut self, buf: &mut [u8]) {
-        let mut chunks = buf.chunks_exact_mut(8);
-        for c in &mut chunks {
-            c.copy_from_slice(&self.next_u64().to_le_bytes());
-        }
-        let tail = chunks.into_remainder();
-        if !tail.is_empty() {
-            let w = self.next_u64().to_le_bytes();
-            tail.copy_from_slice(&w[..tail.len()]);
-        }
-    }
+/// The generated content of the file at archive path `path` (see the
+/// module docs for the scheme).
+pub fn content(spec: &ArchiveSpec, path: &str, size: u64) -> ContentReader {
+    ContentReader::new(Style::Data, spec.compressibility, spec.seed, path.as_bytes(), size)
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -317,6 +205,7 @@ mod tests {
     use super::*;
     use crate::workload::listing::Entry;
     use std::collections::BTreeMap;
+    use std::io::Read;
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     use std::process::Command;
     use std::time::Instant;
@@ -400,21 +289,12 @@ mod tests {
     }
 
     #[test]
-    fn xoshiro_matches_reference() {
-        // First outputs for state [1, 2, 3, 4], computed independently from the
-        // published algorithm.
-        let mut r = Xoshiro256PlusPlus::new([1, 2, 3, 4]);
-        let got: Vec<u64> = (0..3).map(|_| r.next_u64()).collect();
-        assert_eq!(got, [41943041, 58720359, 3588806011781223]);
-    }
-
-    #[test]
     fn content_is_exact_size_and_independent_of_read_sizes() {
         let spec = ArchiveSpec::default();
         for size in [0u64, 1, 4095, 4096, 4097, 10_000] {
-            let whole = read_all(ContentReader::new(&spec, "a/b", size));
+            let whole = read_all(content(&spec, "a/b", size));
             assert_eq!(whole.len() as u64, size);
-            let mut r = ContentReader::new(&spec, "a/b", size);
+            let mut r = content(&spec, "a/b", size);
             let mut bytewise = Vec::new();
             let mut buf = [0u8; 7];
             loop {
@@ -426,14 +306,14 @@ mod tests {
             }
             assert_eq!(whole, bytewise);
         }
-        let a = read_all(ContentReader::new(&spec, "a/b", 8192));
-        let b = read_all(ContentReader::new(&spec, "a/c", 8192));
+        let a = read_all(content(&spec, "a/b", 8192));
+        let b = read_all(content(&spec, "a/c", 8192));
         assert_ne!(a, b, "paths get distinct content");
         // Layout of a block at c = 0.5: 2048 random bytes, 2048 zeros.
         assert!(a[2048..4096].iter().all(|&x| x == 0));
         assert!(a[..2048].iter().filter(|&&x| x == 0).count() < 40);
         let zeros = ArchiveSpec { compressibility: 1.0, seed: 0 };
-        assert!(read_all(ContentReader::new(&zeros, "z", 9000)).iter().all(|&x| x == 0));
+        assert!(read_all(content(&zeros, "z", 9000)).iter().all(|&x| x == 0));
     }
 
     /// gzip output size / input size over 4 MiB of generated content.
@@ -444,7 +324,7 @@ mod tests {
         let mut total = 0u64;
         // Many files of mixed sizes, like an archive.
         for (i, size) in [1_000u64, 4_096, 70_000, 1 << 20, 3 << 20].iter().enumerate() {
-            total += io::copy(&mut ContentReader::new(&spec, &format!("f{i}"), *size), &mut enc).unwrap();
+            total += io::copy(&mut content(&spec, &format!("f{i}"), *size), &mut enc).unwrap();
         }
         enc.finish().unwrap().len() as f64 / total as f64
     }
@@ -516,10 +396,10 @@ mod tests {
                 assert_eq!(md.permissions().mode() & 0o7777, e.mode, "{}", e.path);
             }
         }
-        // Content is what ContentReader generates.
+        // Content is what `content` generates.
         for p in ["fslab-small/boot/kernel.img", "fslab-small/README.md"] {
             let size = l.entries.iter().find(|e| e.path == p).unwrap().size;
-            assert_eq!(fs::read(out.path().join(p)).unwrap(), read_all(ContentReader::new(&spec, p, size)));
+            assert_eq!(fs::read(out.path().join(p)).unwrap(), read_all(content(&spec, p, size)));
         }
 
         // And GNU tar's own listing of the archive parses back to the listing.

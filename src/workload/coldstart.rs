@@ -9,7 +9,7 @@
 //! 10 KiB–20 MiB, then multiplied by `scale`; 300 files come to about
 //! 110 MB. Contents are synthetic, not the host's libraries (so results do
 //! not depend on what the host has installed), built to look like machine
-//! code to a compressor ([`fill_content`]): each 4 KiB block mixes
+//! code to a compressor ([`super::content`]'s code style): each 4 KiB block mixes
 //! *code-like* bytes (a skewed byte distribution, which entropy coders
 //! exploit, with short repeats of earlier bytes, which LZ matchers exploit),
 //! zero padding and, for low targets, incompressible random bytes. The mix
@@ -40,26 +40,79 @@
 
 use std::ffi::CString;
 use std::fs;
-use std::io::Write;
+use std::ops::Range;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use toml::Spanned;
 
-use super::process::cancelled;
-use super::{RunContext, Workload};
+use rand_core::Rng;
+
+use super::content::{self, ContentReader, Style};
+use super::{check, BuildEnv, Kind, RunContext, Workload};
+use crate::keys::Source;
 use crate::metric::Metric;
+use crate::sys::signals::cancelled;
+
+/// Most reader processes a level may run.
+const MAX_READERS: i64 = 256;
+
+/// `coldstart` keys as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ColdstartKeys {
+    files: Option<Spanned<i64>>,
+    scale: Option<Spanned<f64>>,
+    compressibility: Option<Spanned<f64>>,
+    readers: Option<Spanned<Vec<i64>>>,
+}
+
+/// Library-loading cold start: `readers` processes mmap a /usr/lib-like tree.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ColdstartParams {
+    pub files: u64,
+    pub scale: f64,
+    pub compressibility: f64,
+    pub readers: Vec<u32>,
+}
+
+impl Kind for ColdstartParams {
+    const NAME: &'static str = "coldstart";
+    const ABOUT: &'static str = "mmap a /usr/lib-like tree after a cache drop, `readers = [1, 2, 4]`";
+    const METRICS: &'static str = "`coldstart-K/total_s`, `p50_s`, `p99_s`";
+    const READ_ONLY: bool = true;
+    type Keys = ColdstartKeys;
+
+    fn resolve(keys: ColdstartKeys, src: &Source, _at: Range<usize>) -> Result<Self> {
+        Ok(ColdstartParams {
+            files: check::count(src, keys.files.as_ref(), "files", 300, 1..=100_000)? as u64,
+            scale: check::scale(src, keys.scale.as_ref())?,
+            compressibility: check::unit_fraction(src, keys.compressibility.as_ref(), "compressibility", 0.6)?,
+            readers: check::levels(src, keys.readers.as_ref(), "readers", &[1, 2, 4], "[1, 2, 4]", MAX_READERS)?,
+        })
+    }
+
+    fn quick(&mut self) {
+        self.readers.truncate(2);
+        self.files = self.files.min(60);
+    }
+
+    fn build(&self, env: &BuildEnv) -> Box<dyn Workload> {
+        Box::new(Coldstart::new(self.files, self.scale, self.compressibility, self.readers.clone(), env.cold, env.seed))
+    }
+}
 
 /// Directory holding the tree, inside the testbed (and the image).
 pub const TREE: &str = "coldstart";
 
 /// Bumped whenever the tree for given parameters changes.
-const FORMAT_VERSION: &[u8] = b"fslab-coldstart-v2";
+const FORMAT_VERSION: &[u8] = b"fslab-coldstart-v3";
 
 const MIN_SIZE: f64 = 10.0 * 1024.0;
 const MAX_SIZE: f64 = 20.0 * 1024.0 * 1024.0;
@@ -86,25 +139,6 @@ pub struct TreeFile {
     pub size: u64,
 }
 
-/// splitmix64: small, seedable, and stable across versions (the tree's
-/// bytes must not change when a dependency does).
-struct SplitMix(u64);
-
-impl SplitMix {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in (0, 1].
-    fn unit(&mut self) -> f64 {
-        ((self.next() >> 11) as f64 + 1.0) / (1u64 << 53) as f64
-    }
-}
-
 impl Coldstart {
     /// A coldstart workload; `cold` drops caches before each readers level.
     pub fn new(files: u64, scale: f64, compressibility: f64, readers: Vec<u32>, cold: bool, seed: u64) -> Coldstart {
@@ -113,11 +147,11 @@ impl Coldstart {
 
     /// The files of the tree, deterministic in the parameters and seed.
     pub fn manifest(&self) -> Vec<TreeFile> {
-        let mut rng = SplitMix(self.seed ^ 0xc01d_57a7);
+        let mut rng = content::rng("fslab-coldstart-manifest", self.seed, b"");
         (0..self.files)
             .map(|i| {
                 // Box-Muller: one normal deviate per file.
-                let (u1, u2) = (rng.unit(), rng.unit());
+                let (u1, u2) = (content::unit(&mut rng), content::unit(&mut rng));
                 let normal = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
                 let bytes = (MEDIAN_SIZE * (SIGMA * normal).exp()).clamp(MIN_SIZE, MAX_SIZE) * self.scale;
                 let name = format!("libfslab{i:04}.so.{}", i % 7 + 1);
@@ -145,14 +179,9 @@ impl Coldstart {
         if !path.is_dir() {
             fs::create_dir_all(cache_dir).with_context(|| format!("creating {}", cache_dir.display()))?;
             // Built under a unique temporary name and renamed, so a crash or a
-            // concurrent builder never leaves a half tree under the final name.
-            static COUNTER: AtomicU64 = AtomicU64::new(0);
-            let tmp = cache_dir.join(format!(
-                ".{}.tmp.{}.{}",
-                self.tree_name(),
-                std::process::id(),
-                COUNTER.fetch_add(1, Ordering::Relaxed)
-            ));
+            // concurrent builder never leaves a half tree under the final name;
+            // the marker name lets `fslab cleanup` remove a killed fslab's.
+            let tmp = cache_dir.join(format!(".{}.{}.tmp", self.tree_name(), crate::sys::marker::unique_name()));
             let built = self.write_tree(&tmp);
             let renamed = built.and_then(|()| match fs::rename(&tmp, &path) {
                 Ok(()) => Ok(()),
@@ -172,21 +201,16 @@ impl Coldstart {
     fn write_tree(&self, root: &Path) -> Result<()> {
         fs::create_dir(root).with_context(|| format!("creating {}", root.display()))?;
         for file in self.manifest() {
+            crate::sys::signals::check_cancelled()?;
             let path = root.join(&file.path);
             if let Some(parent) = path.parent() {
                 fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
             }
-            let mut h = Sha256::new();
-            h.update(self.seed.to_le_bytes());
-            h.update(file.path.as_bytes());
-            let digest = h.finalize();
-            let mut seed = [0u8; 8];
-            seed.copy_from_slice(&digest[..8]);
-            let mut content = Vec::with_capacity(file.size as usize);
-            fill_content(&mut content, file.size as usize, self.compressibility, u64::from_le_bytes(seed));
+            let mut bytes =
+                ContentReader::new(Style::Code, self.compressibility, self.seed, file.path.as_bytes(), file.size);
             let mut out = fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?;
-            out.write_all(&content)
-                .and_then(|()| out.sync_all())
+            std::io::copy(&mut bytes, &mut out)
+                .and_then(|_| out.sync_all())
                 .with_context(|| format!("writing {}", path.display()))?;
         }
         Ok(())
@@ -207,80 +231,19 @@ impl Coldstart {
     /// The manifest in the seeded reading order, dealt round-robin to `readers`.
     fn shares(&self, root: &Path, readers: usize) -> Result<Vec<Vec<ReadJob>>> {
         let mut files = self.manifest();
-        let mut rng = SplitMix(self.seed ^ 0x05ee_d0ff_11e5);
+        let mut rng = content::rng("fslab-coldstart-order", self.seed, b"");
         for i in (1..files.len()).rev() {
-            files.swap(i, (rng.next() % (i as u64 + 1)) as usize);
+            files.swap(i, (rng.next_u64() % (i as u64 + 1)) as usize);
         }
         let mut shares: Vec<Vec<ReadJob>> = (0..readers).map(|_| Vec::new()).collect();
         for (i, file) in files.into_iter().enumerate() {
             let path = root.join(&file.path);
             let cpath = CString::new(path.as_os_str().as_bytes())
                 .with_context(|| format!("{}: NUL in path", path.display()))?;
-            let job = ReadJob { path: cpath, size: file.size as usize, seed: rng.next() | 1 };
+            let job = ReadJob { path: cpath, size: file.size as usize, seed: rng.next_u64() | 1 };
             shares[i % readers].push(job);
         }
         Ok(shares)
-    }
-}
-
-/// Fraction of its size gzip (level 6-9) leaves of code-like bytes
-/// (measured; see the `gzip_saves_about_the_compressibility` test).
-const CODE_GZIP_RATIO: f64 = 0.51;
-
-/// Byte values frequent in x86-64 code and ELF tables (opcodes, ModRM,
-/// small immediates); code-like literals come from these three times in four.
-const COMMON: [u8; 32] = [
-    0x00, 0xff, 0x48, 0x89, 0x8b, 0xe8, 0x0f, 0x24, 0x44, 0x85, 0xc0, 0x74, 0x75, 0x83, 0x4c, 0x8d, 0x01, 0x10, 0x08,
-    0x20, 0xc3, 0x31, 0xd2, 0x41, 0x5d, 0x5b, 0xe9, 0x45, 0x90, 0x66, 0x02, 0x04,
-];
-
-/// Append `len` bytes to `out` whose gzip ratio is about `1 - compressibility`:
-/// per 4 KiB block, `r` random bytes, then code-like bytes, then `z` zeros,
-/// with `r` and `z` derived from the target (one of them is always 0).
-pub fn fill_content(out: &mut Vec<u8>, len: usize, compressibility: f64, seed: u64) {
-    let target = 1.0 - compressibility.clamp(0.0, 1.0);
-    // target = r + (1 - r) * g  (random + code), or (1 - z) * g (code + zeros).
-    let (random, zeros) = if target > CODE_GZIP_RATIO {
-        ((target - CODE_GZIP_RATIO) / (1.0 - CODE_GZIP_RATIO), 0.0)
-    } else {
-        (0.0, 1.0 - target / CODE_GZIP_RATIO)
-    };
-    let mut rng = SplitMix(seed);
-    let end = out.len() + len;
-    while out.len() < end {
-        let block = (end - out.len()).min(4096);
-        let r = (random * block as f64).round() as usize;
-        let z = ((zeros * block as f64).round() as usize).min(block - r);
-        for _ in 0..r {
-            out.push(rng.next() as u8);
-        }
-        code_like(out, block - r - z, &mut rng);
-        out.resize(out.len() + z, 0);
-    }
-}
-
-/// Code-like bytes: literal runs from a skewed distribution and short
-/// copies of bytes up to 16 KiB back (inside every compressor's window).
-fn code_like(out: &mut Vec<u8>, n: usize, rng: &mut SplitMix) {
-    let end = out.len() + n;
-    while out.len() < end {
-        let r = rng.next();
-        let left = end - out.len();
-        if out.len() >= 64 && r & 3 == 0 {
-            let len = (4 + ((r >> 8) % 29) as usize).min(left);
-            let back = 1 + ((r >> 16) as usize) % out.len().min(16 << 10);
-            let start = out.len() - back;
-            for i in 0..len {
-                let b = out[start + i];
-                out.push(b);
-            }
-        } else {
-            let len = (1 + ((r >> 8) % 12) as usize).min(left);
-            for _ in 0..len {
-                let v = rng.next();
-                out.push(if v & 3 != 0 { COMMON[((v >> 2) & 31) as usize] } else { (v >> 8) as u8 });
-            }
-        }
     }
 }
 
@@ -308,19 +271,9 @@ fn link_tree(from: &Path, to: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Write back dirty data, then drop page cache, dentries and inodes.
-fn drop_caches() -> Result<()> {
-    nix::unistd::sync();
-    fs::write("/proc/sys/vm/drop_caches", "3").context("dropping caches (/proc/sys/vm/drop_caches)")
-}
-
-/// Nearest-rank percentile of sorted values.
+/// Nearest-rank percentile of sorted values (0 for none).
 fn percentile(sorted: &[f64], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let rank = ((p * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+    crate::stats::percentile::nearest_rank(sorted, p).unwrap_or(0.0)
 }
 
 /// Exit codes of a reader process.
@@ -493,6 +446,10 @@ impl Workload for Coldstart {
         self.ensure_tree(cache_dir).map(drop)
     }
 
+    fn footprint(&self) -> Option<u64> {
+        Some(self.manifest().iter().map(|f| f.size).sum())
+    }
+
     fn populate(&mut self, dir: &Path) -> Result<()> {
         let tree = self.tree.clone().context("coldstart: populate called before prepare_inputs")?;
         link_tree(&tree, &dir.join(TREE))
@@ -517,7 +474,7 @@ impl Workload for Coldstart {
         for &k in &self.readers {
             let shares = self.shares(&root, k as usize)?;
             if self.cold {
-                drop_caches()?;
+                crate::sys::caches::drop_caches()?;
             }
             let times = run_readers(ctx, &shares).with_context(|| format!("coldstart with {k} readers"))?;
             let mut sorted = times.clone();
@@ -580,21 +537,6 @@ mod tests {
         paths.sort();
         paths.dedup();
         assert_eq!(paths.len(), 40);
-    }
-
-    #[test]
-    fn gzip_saves_about_the_compressibility() {
-        use std::io::Write as _;
-        for c in [0.0, 0.2, 0.4, 0.6, 0.9] {
-            let mut data = Vec::new();
-            fill_content(&mut data, 1 << 20, c, 42);
-            assert_eq!(data.len(), 1 << 20);
-            let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(9));
-            gz.write_all(&data).unwrap();
-            let ratio = gz.finish().unwrap().len() as f64 / data.len() as f64;
-            eprintln!("compressibility {c}: gzip ratio {ratio:.3}");
-            assert!((ratio - (1.0 - c)).abs() < 0.05, "compressibility {c}: gzip ratio {ratio}");
-        }
     }
 
     #[test]

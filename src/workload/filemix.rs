@@ -68,10 +68,80 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
-use super::process::cancelled;
-use super::{RunContext, Workload};
+use super::{check, content, BuildEnv, Kind, RunContext, Workload};
+use crate::keys::Source;
 use crate::metric::Metric;
+use crate::sys::signals::cancelled;
+use crate::units::{Bytes, Seconds};
+
+/// Most concurrent users a level may run.
+const MAX_USERS: i64 = 1024;
+/// Smallest and largest per-user working set.
+const MIN_WORKING_SET: u64 = 64 << 10;
+const MAX_WORKING_SET: u64 = 1 << 30;
+/// Longest measured duration a `--quick` run keeps.
+const QUICK_DURATION: Duration = Duration::from_secs(3);
+
+/// `filemix` keys as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FilemixKeys {
+    users: Option<Spanned<Vec<i64>>>,
+    duration: Option<Spanned<Seconds>>,
+    seed: Option<Spanned<i64>>,
+    working_set: Option<Spanned<Bytes>>,
+}
+
+/// reaim "disk"-style job mix: `users` concurrent users for `duration`, job
+/// sequence drawn from `seed` (None: the experiment's seed), each user's
+/// files totalling `working_set` bytes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FilemixParams {
+    pub users: Vec<u32>,
+    pub duration: Duration,
+    pub seed: Option<u64>,
+    pub working_set: u64,
+}
+
+impl Kind for FilemixParams {
+    const NAME: &'static str = "filemix";
+    const ABOUT: &'static str = "reaim-disk-like job mix per user (docs/workloads.md), `users`, `duration`";
+    const METRICS: &'static str = "`filemix-N` (jobs/min)";
+    type Keys = FilemixKeys;
+
+    fn resolve(keys: FilemixKeys, src: &Source, _at: std::ops::Range<usize>) -> Result<Self> {
+        let seed = match &keys.seed {
+            None => None,
+            Some(s) if *s.get_ref() < 0 => return Err(src.err(s.span(), "seed", "must not be negative")),
+            Some(s) => Some(*s.get_ref() as u64),
+        };
+        let working_set = match &keys.working_set {
+            None => 1 << 20,
+            Some(w) if !(MIN_WORKING_SET..=MAX_WORKING_SET).contains(&w.get_ref().0) => {
+                return Err(src.err(w.span(), "working_set", "must be between 64KiB and 1GiB (per user)"));
+            }
+            Some(w) => w.get_ref().0,
+        };
+        Ok(FilemixParams {
+            users: check::levels(src, keys.users.as_ref(), "users", &[1, 8], "[1, 8, 16]", MAX_USERS)?,
+            duration: check::duration(src, keys.duration.as_ref(), Duration::from_secs(60))?,
+            seed,
+            working_set,
+        })
+    }
+
+    fn quick(&mut self) {
+        self.users.truncate(2);
+        self.duration = self.duration.min(QUICK_DURATION);
+    }
+
+    fn build(&self, env: &BuildEnv) -> Box<dyn Workload> {
+        Box::new(Filemix::new(self.users.clone(), self.duration, self.seed.unwrap_or(env.seed), self.working_set))
+    }
+}
 
 /// Directory inside the testbed holding every user's directory.
 pub const TREE: &str = "filemix";
@@ -345,16 +415,8 @@ struct UserDir {
 
 impl UserDir {
     fn new(dir: PathBuf, file_size: u64, seed: u64, user: u32) -> Self {
-        // Pseudo-random (xorshift) block so data is not trivially compressible per block.
-        let mut state = (seed ^ 0xD1B5_4A32_D192_ED03 ^ u64::from(user).wrapping_mul(0xA24B_AED4_963E_E407)) | 1;
-        let block = (0..BLOCK)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 7;
-                state ^= state << 17;
-                (state >> 24) as u8
-            })
-            .collect();
+        // Incompressible bytes, so compressing filesystems store what is written.
+        let block = content::ContentReader::new(content::Style::Data, 0.0, seed, &user.to_le_bytes(), BLOCK).into_vec();
         UserDir { dir, file_size, block, jobs: JobStream::new(seed, user, file_size) }
     }
 

@@ -21,16 +21,126 @@
 //! Jobs with the same name (e.g. `numjobs` without `group_reporting`) get
 //! `.2`, `.3`, … appended in report order.
 
+use std::collections::BTreeMap;
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use toml::Spanned;
 
-use super::process::have_program;
-use super::{RunContext, Workload};
-use crate::experiment::FioJob;
+use super::{BuildEnv, Kind, RunContext, Workload};
+use crate::keys::Source;
 use crate::metric::Metric;
+use crate::sys::exec::have_program;
+
+/// fio options fslab sets itself (or that would send the output elsewhere).
+const RESERVED: &[&str] = &["output", "output-format", "output_format"];
+
+/// Where a `fio` workload's job comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FioJob {
+    /// One job: its name and `option=value` pairs, passed as `--option=value`.
+    Inline { name: String, options: Vec<(String, String)> },
+    /// A fio job file (absolute, or relative to the experiment file).
+    File(PathBuf),
+}
+
+/// `fio` keys as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FioKeys {
+    job: Option<Spanned<BTreeMap<String, toml::Value>>>,
+    jobfile: Option<Spanned<String>>,
+}
+
+/// fio with an inline job or a job file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct FioParams {
+    pub job: FioJob,
+}
+
+impl Kind for FioParams {
+    const NAME: &'static str = "fio";
+    const ABOUT: &'static str = "`job = { rw = \"randwrite\", bs = \"4k\", … }` or `jobfile`";
+    const METRICS: &'static str = "bandwidth, IOPS, clat mean/p50/p99/p99.9, CPU per job and direction";
+    type Keys = FioKeys;
+
+    fn resolve(keys: FioKeys, src: &Source, at: Range<usize>) -> Result<Self> {
+        let job = match (&keys.job, &keys.jobfile) {
+            (Some(j), Some(_)) => return Err(src.err(j.span(), "job", "give either `job` or `jobfile`, not both")),
+            (None, None) => {
+                let msg = "a `fio` workload needs `job = { rw = \"randwrite\", bs = \"4k\", size = \"64M\" }` or `jobfile = \"path\"`";
+                return Err(src.err(at, "job", msg));
+            }
+            (None, Some(f)) => {
+                let path = src.resolve_path(f.get_ref());
+                if !path.is_file() {
+                    return Err(src.err(f.span(), "jobfile", format!("{} is not a readable file", path.display())));
+                }
+                FioJob::File(path)
+            }
+            (Some(j), None) => inline_job(src, j)?,
+        };
+        Ok(FioParams { job })
+    }
+
+    fn quick(&mut self) {
+        if let FioJob::Inline { options, .. } = &mut self.job {
+            for (key, value) in options.iter_mut() {
+                if key == "runtime" {
+                    *value = "3".to_string();
+                }
+            }
+        }
+    }
+
+    /// Bandwidth, IOPS and latencies decide; CPU use is a side metric.
+    fn is_decisive(&self, metric: &str) -> bool {
+        !metric.ends_with("_cpu_pct")
+    }
+
+    fn build(&self, _env: &BuildEnv) -> Box<dyn Workload> {
+        Box::new(Fio::new(self.job.clone()))
+    }
+}
+
+/// `job = { … }`: option names as fio spells them, values as one line each.
+fn inline_job(src: &Source, j: &Spanned<BTreeMap<String, toml::Value>>) -> Result<FioJob> {
+    let mut name = "job".to_string();
+    let mut options = Vec::new();
+    for (key, value) in j.get_ref() {
+        let full = format!("job.{key}");
+        if key.is_empty() || !key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            return Err(src.err(j.span(), &full, "is not a fio option name"));
+        }
+        if RESERVED.contains(&key.as_str()) {
+            return Err(src.err(j.span(), &full, "is set by fslab (JSON output on stdout)"));
+        }
+        let text = match value {
+            toml::Value::String(s) => s.clone(),
+            toml::Value::Integer(i) => i.to_string(),
+            toml::Value::Float(f) => f.to_string(),
+            toml::Value::Boolean(b) => u8::from(*b).to_string(),
+            _ => return Err(src.err(j.span(), &full, "must be a string, number or boolean")),
+        };
+        if text.contains(['\n', '\r', '\0']) {
+            return Err(src.err(j.span(), &full, "must be a single line"));
+        }
+        if key == "name" {
+            if text.is_empty() || !text.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
+                return Err(src.err(j.span(), &full, "must be a word of letters, digits, `_`, `-` or `.`"));
+            }
+            name = text;
+        } else {
+            options.push((key.clone(), text));
+        }
+    }
+    Ok(FioJob::Inline { name, options })
+}
 
 pub struct Fio {
     pub job: FioJob,

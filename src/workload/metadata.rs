@@ -22,14 +22,86 @@
 
 use std::fs::{self, OpenOptions};
 use std::io::Write;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
-use super::process::cancelled;
-use super::{RunContext, Workload};
+use super::{check, BuildEnv, Kind, RunContext, Workload};
+use crate::keys::Source;
 use crate::metric::Metric;
+use crate::sys::signals::cancelled;
+use crate::units::Bytes;
+
+/// `metadata` keys as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetadataKeys {
+    files: Option<Spanned<i64>>,
+    file_size: Option<Spanned<Bytes>>,
+    dirs: Option<Spanned<i64>>,
+    threads: Option<Spanned<i64>>,
+    fsync: Option<Spanned<bool>>,
+}
+
+/// fs_mark-style create / stat / unlink of `files` files.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MetadataParams {
+    pub files: u64,
+    pub file_size: u64,
+    pub dirs: u64,
+    pub threads: u32,
+    pub fsync: bool,
+}
+
+impl Kind for MetadataParams {
+    const NAME: &'static str = "metadata";
+    const ABOUT: &'static str = "fs_mark-style create/stat/unlink: `files`, `file_size`, `dirs`, `threads`, `fsync`";
+    const METRICS: &'static str = "files/s per phase";
+    type Keys = MetadataKeys;
+
+    fn resolve(keys: MetadataKeys, src: &Source, _at: Range<usize>) -> Result<Self> {
+        let files = check::count(src, keys.files.as_ref(), "files", 100_000, 1..=100_000_000)?;
+        let dirs = check::count(src, keys.dirs.as_ref(), "dirs", 100, 1..=1_000_000)?;
+        let threads = check::count(src, keys.threads.as_ref(), "threads", 1, 1..=256)?;
+        if let Some(d) = keys.dirs.as_ref().filter(|_| dirs > files) {
+            return Err(src.err(d.span(), "dirs", format!("{dirs} directories for {files} files leaves some empty")));
+        }
+        if let Some(t) = keys.threads.as_ref().filter(|_| threads > files) {
+            return Err(src.err(t.span(), "threads", format!("{threads} threads for {files} files leaves some idle")));
+        }
+        let file_size = match &keys.file_size {
+            None => 0,
+            Some(s) if s.get_ref().0 > 1 << 30 => return Err(src.err(s.span(), "file_size", "must be at most 1GiB")),
+            Some(s) => s.get_ref().0,
+        };
+        Ok(MetadataParams {
+            files: files as u64,
+            file_size,
+            dirs: dirs as u64,
+            threads: threads as u32,
+            fsync: keys.fsync.as_ref().is_some_and(|f| *f.get_ref()),
+        })
+    }
+
+    fn quick(&mut self) {
+        self.files = self.files.min(2000);
+        self.dirs = self.dirs.min(self.files);
+    }
+
+    /// The rates decide; the phase times say the same thing again.
+    fn is_decisive(&self, metric: &str) -> bool {
+        metric.ends_with("_files_per_s")
+    }
+
+    fn build(&self, _env: &BuildEnv) -> Box<dyn Workload> {
+        let p = self.clone();
+        Box::new(Metadata { files: p.files, file_size: p.file_size, dirs: p.dirs, threads: p.threads, fsync: p.fsync })
+    }
+}
 
 /// Directory inside the testbed holding the tree.
 pub const TREE: &str = "metadata";

@@ -1,6 +1,6 @@
 //! Running workload processes: in the testbed directory, inside the
 //! testbed's cgroup, in their own process group, with a deadline and a
-//! cancellation flag honoured (Ctrl-C, SIGTERM, timeout).
+//! cancellation flag honoured (Ctrl-C, SIGTERM, SIGHUP, timeout).
 
 use std::ffi::CString;
 use std::io::Read;
@@ -8,38 +8,13 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc, LazyLock};
+use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-/// Set by the SIGINT/SIGTERM handler (see [`install_signal_handlers`]);
-/// every wait in fslab checks it so teardown can run.
-pub static CANCEL: LazyLock<Arc<AtomicBool>> = LazyLock::new(|| Arc::new(AtomicBool::new(false)));
-
-/// Route SIGINT and SIGTERM to [`CANCEL`] instead of killing the process,
-/// so testbeds are torn down before fslab exits.
-pub fn install_signal_handlers() -> Result<()> {
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&CANCEL)).context("installing signal handler")?;
-    }
-    Ok(())
-}
-
-/// True once the user asked fslab to stop.
-pub fn cancelled() -> bool {
-    CANCEL.load(Ordering::SeqCst)
-}
-
-/// Fail with a clear message if the user asked fslab to stop.
-pub fn check_cancelled() -> Result<()> {
-    if cancelled() {
-        bail!("interrupted");
-    }
-    Ok(())
-}
+use crate::sys::signals::{cancelled, check_cancelled};
 
 /// What a finished process did.
 #[derive(Clone, Debug)]
@@ -237,34 +212,4 @@ fn tail_reader<R: Read + Send + 'static>(pipe: Option<R>) -> thread::JoinHandle<
         }
         String::from_utf8_lossy(&tail).into_owned()
     })
-}
-
-/// Run a host tool (mkfs, mount, losetup, …) with arguments, never through a
-/// shell, and return its stdout. Errors carry the command line and stderr.
-pub fn run_tool(program: &str, args: &[&str]) -> Result<String> {
-    let output = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("running {program} (is it installed?)"))?;
-    if !output.status.success() {
-        // Tools like mkfs.xfs follow the real message with a long usage text.
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let mut message: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).take(4).collect();
-        if stderr.lines().filter(|l| !l.trim().is_empty()).count() > 4 {
-            message.push("…");
-        }
-        bail!("`{} {}` failed ({}): {}", program, args.join(" "), output.status, message.join("\n"));
-    }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
-}
-
-/// Does `path` exist as an executable program on `PATH` (or as given)?
-pub fn have_program(program: &str) -> bool {
-    if program.contains('/') {
-        return Path::new(program).exists();
-    }
-    std::env::var_os("PATH")
-        .map(|paths| std::env::split_paths(&paths).any(|d| d.join(program).is_file()))
-        .unwrap_or(false)
 }

@@ -1,51 +1,139 @@
-//! `shell1`: the UnixBench "Shell Scripts" test.
+//! `shell1`: the UnixBench "Shell Scripts" test, with UnixBench's process
+//! structure.
 //!
-//! One loop iteration is what UnixBench's `tst.sh` does, run by `/bin/sh`
-//! in the testbed directory with the shell's `$$` as the private suffix of
-//! each looping copy (so concurrent copies never share a file):
+//! UnixBench runs `looper 60 multi.sh N`: `looper` forks and execs
+//! `/bin/sh multi.sh N` for every iteration and waits for it; `multi.sh`
+//! starts `N` × `/bin/sh tst.sh INPUT &` and waits for them; `tst.sh` is
 //!
 //! ```sh
-//! sort < INPUT > sort.$$
+//! sort > sort.$$ < INPUT
 //! od sort.$$ | sort -n -k 1 > od.$$
 //! grep the sort.$$ | tee grep.$$ | wc > wc.$$
 //! rm sort.$$ grep.$$ od.$$ wc.$$
 //! ```
 //!
-//! INPUT is a deterministic, shell-script-looking text of 360 lines and
-//! about 8.5 KB that fslab generates ([`input_text`]) and writes into the
-//! testbed in `prepare`. Every process is real (fork/exec of the real sort,
-//! od, grep, tee, wc, rm): the process and inode churn is the point.
+//! with the `tst.sh` shell's own `$$` as the private suffix (so concurrent
+//! scripts never share a file). `shell1` at concurrency `c` (`./Run shell1
+//! -c c`) is `c` loopers each running `multi.sh 1`; `shell8` is one looper
+//! running `multi.sh 8`. A loop therefore costs two shell start-ups (the
+//! `multi.sh` and the `tst.sh` shell) besides the seven tools; running the
+//! pipeline inside one long-lived shell, as fslab once did, skips them and
+//! scored 1.24× UnixBench's procedure at concurrency 2.
 //!
-//! For each concurrency level `c`, `c` copies of one `/bin/sh` loop are
-//! started at once through the [`RunContext`] (so they land in the testbed's
-//! cgroup and honour timeouts and Ctrl-C). Each copy arms its own timer — a
+//! fslab writes its own `multi.sh` and `tst.sh` equivalents
+//! ([`MULTI_SCRIPT`], [`TST_SCRIPT`]) and the input into the testbed in
+//! `prepare`. INPUT is a deterministic, shell-script-looking text of 360
+//! lines and about 8.5 KB ([`input_text`]), like UnixBench's `sort.src`.
+//! Every process is real: the process and inode churn is the point.
+//!
+//! The looper is a `/bin/sh` loop ([`LOOP_SCRIPT`]) started through the
+//! [`RunContext`] (so everything lands in the testbed's cgroup and honours
+//! timeouts and Ctrl-C); like `looper.c` it forks and execs `/bin/sh
+//! multi.sh N` per iteration and waits. It arms its own timer — a
 //! background `sleep duration; kill -USR1 $$` — and stops at the top of the
 //! loop once the signal arrived: the shell runs the trap only after the
-//! foreground pipeline finished, so no iteration is cut short and no tool is
-//! killed. A copy prints how many loops it completed; its rate is loops
-//! divided by its own wall time, and the metric `shell1-<c>` is the sum of
-//! the copies' rates in loops per minute (higher is better).
+//! foreground `multi.sh` finished, so no iteration is cut short and no tool
+//! is killed. A looper prints how many loops it completed; its rate is
+//! loops divided by its own wall time, and the metric `shell1-<c>` is the
+//! sum of the loopers' rates in loops per minute (higher is better), as
+//! UnixBench sums its copies' counts.
 
+use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
-use super::{RunContext, Workload};
+use super::{check, BuildEnv, Kind, RunContext, Workload};
+use crate::keys::Source;
 use crate::metric::Metric;
+use crate::units::Seconds;
+
+/// Most looping copies a level may run.
+pub const MAX_CONCURRENCY: i64 = 256;
+
+/// Longest measured duration a `--quick` run keeps.
+const QUICK_DURATION: Duration = Duration::from_secs(3);
+
+/// `shell1` keys as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Shell1Keys {
+    concurrency: Option<Spanned<Vec<i64>>>,
+    duration: Option<Spanned<Seconds>>,
+}
+
+/// UnixBench "Shell Scripts": `concurrency` looping copies for `duration`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Shell1Params {
+    pub concurrency: Vec<u32>,
+    pub duration: Duration,
+}
+
+impl Kind for Shell1Params {
+    const NAME: &'static str = "shell1";
+    const ABOUT: &'static str = "UnixBench Shell Scripts loop, `concurrency = [1, 2, 4, 8]`, `duration`";
+    const METRICS: &'static str = "`shell1-N` (loops/min)";
+    type Keys = Shell1Keys;
+
+    fn resolve(keys: Shell1Keys, src: &Source, _at: Range<usize>) -> Result<Self> {
+        Ok(Shell1Params {
+            concurrency: check::levels(
+                src,
+                keys.concurrency.as_ref(),
+                "concurrency",
+                &[1],
+                "[1, 2, 4, 8]",
+                MAX_CONCURRENCY,
+            )?,
+            duration: check::duration(src, keys.duration.as_ref(), Duration::from_secs(60))?,
+        })
+    }
+
+    fn quick(&mut self) {
+        self.concurrency.truncate(2);
+        self.duration = self.duration.min(QUICK_DURATION);
+    }
+
+    fn build(&self, _env: &BuildEnv) -> Box<dyn Workload> {
+        Box::new(Shell1::new(self.concurrency.clone(), self.duration))
+    }
+}
 
 /// Name of the generated input inside the testbed.
 pub const INPUT_NAME: &str = "shell1.input";
 
-/// The loop one copy runs. `$1` is the duration in seconds, `$2` the input.
+/// `tst.sh`'s equivalent, in the testbed: one pass over the input `$1`.
+pub const TST_NAME: &str = "shell1.tst.sh";
+
+/// `multi.sh`'s equivalent, in the testbed.
+pub const MULTI_NAME: &str = "shell1.multi.sh";
+
+/// What UnixBench's `tst.sh` runs; `$1` is the input.
+pub const TST_SCRIPT: &str = "sort > sort.$$ < \"$1\"\n\
+od sort.$$ | sort -n -k 1 > od.$$\n\
+grep the sort.$$ | tee grep.$$ | wc > wc.$$\n\
+rm sort.$$ grep.$$ od.$$ wc.$$\n";
+
+/// What UnixBench's `multi.sh` runs: `$1` concurrent `tst.sh` shells on
+/// the input, then wait for all of them.
+pub const MULTI_SCRIPT: &str = r#"i=0
+while [ "$i" -lt "$1" ]; do
+	/bin/sh ./shell1.tst.sh shell1.input &
+	i=$((i+1))
+done
+wait
+"#;
+
+/// The looper (`looper.c`'s job). `$1` is the duration in seconds, `$2`
+/// the `tst.sh` copies per iteration (`multi.sh`'s argument).
 pub const LOOP_SCRIPT: &str = r#"trap 'stop=1' USR1
 ( sleep "$1"; kill -USR1 $$ ) &
 n=0
 while [ -z "$stop" ]; do
-sort < "$2" > sort.$$
-od sort.$$ | sort -n -k 1 > od.$$
-grep the sort.$$ | tee grep.$$ | wc > wc.$$
-rm sort.$$ grep.$$ od.$$ wc.$$
+/bin/sh ./shell1.multi.sh "$2" || exit 1
 n=$((n+1))
 done
 wait
@@ -53,7 +141,7 @@ echo "fslab-shell1-loops $n"
 "#;
 
 /// The pipeline of one iteration, for references outside fslab (tests).
-pub const PIPELINE: &str = "sort < shell1.input > sort.$$\n\
+pub const PIPELINE: &str = "sort > sort.$$ < shell1.input\n\
 od sort.$$ | sort -n -k 1 > od.$$\n\
 grep the sort.$$ | tee grep.$$ | wc > wc.$$\n\
 rm sort.$$ grep.$$ od.$$ wc.$$\n";
@@ -68,16 +156,25 @@ impl Shell1 {
         Shell1 { concurrency, duration }
     }
 
-    /// Run `copies` looping copies at once; loops per minute summed over them.
+    /// `./Run shell1 -c copies`: `copies` loopers at once, each running
+    /// `multi.sh 1`; loops per minute summed over them.
     pub fn measure(&self, ctx: &RunContext, copies: u32) -> Result<f64> {
+        self.measure_form(ctx, copies, 1)
+    }
+
+    /// `copies` loopers at once, each running `multi.sh per_loop` per
+    /// iteration (`per_loop` = 8 is UnixBench's `shell8`); loops per minute
+    /// summed over the loopers (a loop is one `multi.sh`, as UnixBench counts).
+    pub fn measure_form(&self, ctx: &RunContext, copies: u32, per_loop: u32) -> Result<f64> {
         let seconds = format!("{:.3}", self.duration.as_secs_f64());
+        let per_loop = per_loop.max(1).to_string();
         let results: Vec<Result<(u64, f64)>> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..copies)
                 .map(|i| {
-                    let seconds = seconds.clone();
+                    let (seconds, per_loop) = (seconds.clone(), per_loop.clone());
                     scope.spawn(move || -> Result<(u64, f64)> {
                         let mut cmd = ctx.shell(LOOP_SCRIPT);
-                        cmd.arg("fslab-shell1").arg(&seconds).arg(INPUT_NAME);
+                        cmd.arg("fslab-shell1").arg(&seconds).arg(&per_loop);
                         let what = format!("shell1 copy {} of {copies}", i + 1);
                         let outcome = ctx.execute(cmd, &what)?;
                         let loops = parse_loops(&outcome.stdout_tail)
@@ -117,14 +214,9 @@ pub fn input_text() -> String {
     ];
     const VARS: &[&str] =
         &["FILE", "DIR", "LIST", "TMP", "USER", "NAME", "COUNT", "LOG", "MODE", "HOST", "SRC", "DEST"];
-    // Fixed-seed xorshift so every fslab build writes the same bytes.
-    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut next = move |n: usize| -> usize {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        (state % n as u64) as usize
-    };
+    // A fixed seed, so every fslab build writes the same bytes.
+    let mut rng = super::content::rng("fslab-shell1-input", 0, b"");
+    let mut next = move |n: usize| -> usize { (rand_core::Rng::next_u64(&mut rng) % n as u64) as usize };
     let mut out = String::from("#!/bin/sh\n# generated by fslab: input of the shell1 workload\n");
     let mut lines = 2;
     while lines < 360 {
@@ -159,8 +251,13 @@ impl Workload for Shell1 {
     }
 
     fn prepare(&mut self, ctx: &RunContext) -> Result<()> {
-        let path = ctx.dir.join(INPUT_NAME);
-        std::fs::write(&path, input_text()).with_context(|| format!("writing {}", path.display()))
+        for (name, text) in
+            [(INPUT_NAME, input_text()), (MULTI_NAME, MULTI_SCRIPT.into()), (TST_NAME, TST_SCRIPT.into())]
+        {
+            let path = ctx.dir.join(name);
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        Ok(())
     }
 
     fn run(&mut self, ctx: &RunContext) -> Result<Vec<Metric>> {
@@ -177,12 +274,12 @@ impl Workload for Shell1 {
     }
 }
 
-/// Remove the input and any per-copy files a killed copy left behind.
+/// Remove the input, the scripts and any per-copy files a killed copy left behind.
 fn remove_leftovers(dir: &Path) -> Result<()> {
     for entry in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let ours = name == INPUT_NAME
+        let ours = [INPUT_NAME, MULTI_NAME, TST_NAME].contains(&name.as_str())
             || ["sort.", "od.", "grep.", "wc."].iter().any(|p| {
                 name.strip_prefix(p)
                     .is_some_and(|suffix| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))

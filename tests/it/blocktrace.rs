@@ -10,7 +10,7 @@ use fslab::experiment::{self, VariantConfig};
 use fslab::monitor::blocktrace::{
     kernel_dev, parse_format, parse_rwbs, Accumulator, BlockDecoder, BlockTracer, EventFormat, EventKind, PageLayout,
 };
-use fslab::testbed::device::DevNum;
+use fslab::sys::blockdev::DevNum;
 use fslab::testbed::Testbed;
 
 const FIX: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/blocktrace");
@@ -170,7 +170,7 @@ fn real_trace_of_direct_64k_writes() {
     }
     let _g = REAL.lock().unwrap_or_else(|e| e.into_inner());
     let work = common::workdir("fslab-bt-test");
-    let mut bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"128MiB\""), work.path(), None).unwrap();
+    let mut bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"128MiB\"").testbed, work.path(), None).unwrap();
     let device = bed.device.clone().unwrap();
     let tracer = BlockTracer::start(&device).unwrap();
     let instance = tracer.instance_dir().to_path_buf();
@@ -205,7 +205,7 @@ fn trace_instance_is_removed_on_panic() {
     }
     let _g = REAL.lock().unwrap_or_else(|e| e.into_inner());
     let work = common::workdir("fslab-bt-test");
-    let mut bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\""), work.path(), None).unwrap();
+    let mut bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\"").testbed, work.path(), None).unwrap();
     let device = bed.device.clone().unwrap();
     let seen = std::sync::Mutex::new(None);
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -274,7 +274,7 @@ fn cleanup_removes_stale_trace_instances_only() {
     }
     let _g = REAL.lock().unwrap_or_else(|e| e.into_inner());
     let work = common::workdir("fslab-bt-test");
-    let mut bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\""), work.path(), None).unwrap();
+    let mut bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\"").testbed, work.path(), None).unwrap();
     let tracer = BlockTracer::start(&bed.device.clone().unwrap()).unwrap();
     let mine = tracer.instance_dir().to_path_buf();
     // A leftover of a process that no longer exists (above any pid_max).
@@ -320,7 +320,7 @@ fn overhead_on_fio_4k_randwrite() {
     let _g = REAL.lock().unwrap_or_else(|e| e.into_inner());
     let secs: u64 = std::env::var("FSLAB_BT_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
     let work = common::workdir("fslab-bt-overhead");
-    let mut bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"1GiB\""), work.path(), None).unwrap();
+    let mut bed = Testbed::provision(&variant("fs = \"ext4\"\nsize = \"1GiB\"").testbed, work.path(), None).unwrap();
     let device = bed.device.clone().unwrap();
     let file = bed.root().join("fio.dat");
     for (i, on) in [false, true, false, true, false, true].into_iter().enumerate() {

@@ -6,7 +6,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use fslab::experiment::{self, WorkloadParams};
-use fslab::workload;
+use fslab::workload::filemix::FilemixParams;
 
 use crate::common::bed::*;
 
@@ -23,26 +23,27 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 fn defaults_and_explicit_keys() {
     assert_eq!(
         params("kind = \"filemix\""),
-        WorkloadParams::Filemix {
+        WorkloadParams::Filemix(FilemixParams {
             users: vec![1, 8],
             duration: Duration::from_secs(60),
             seed: None,
             working_set: 1 << 20
-        }
+        })
     );
     assert_eq!(
         params("kind = \"filemix\"\nusers = [1, 8, 16, 41]\nduration = \"5s\"\nseed = 42\nworking_set = \"256KiB\""),
-        WorkloadParams::Filemix {
+        WorkloadParams::Filemix(FilemixParams {
             users: vec![1, 8, 16, 41],
             duration: Duration::from_secs(5),
             seed: Some(42),
             working_set: 256 << 10
-        }
+        })
     );
     let exp = experiment::parse(&spec("fs = \"tmpfs\"", "kind = \"filemix\""), None).unwrap();
     assert_eq!(exp.workloads[0].kind(), "filemix");
-    assert_eq!(exp.workloads[0].decisive_metrics(), None);
-    assert_eq!(workload::build(&exp.workloads[0], exp.seed).unwrap().kind(), "filemix");
+    // Only `filemix-<users>` metrics exist, all decisive.
+    assert!(exp.workloads[0].is_decisive("filemix-8"));
+    assert_eq!(exp.workloads[0].build(exp.seed).kind(), "filemix");
 }
 
 #[test]
@@ -144,7 +145,7 @@ fn a_passed_deadline_stops_the_users_and_cleanup_still_empties_the_testbed() {
     let bed = Bed::new("fs = \"tmpfs\"\nsize = \"64MiB\"");
     let exp = experiment::parse(&spec("fs = \"tmpfs\"", "kind = \"filemix\"\nusers = [3]\nduration = \"30s\""), None)
         .unwrap();
-    let mut w = workload::build(&exp.workloads[0], exp.seed).unwrap();
+    let mut w = exp.workloads[0].build(exp.seed);
     let ctx = bed.ctx();
     w.prepare(&ctx).unwrap();
     let late = ctx.clone().with_deadline(Some(Instant::now() + Duration::from_millis(300)));

@@ -66,7 +66,7 @@ fn finish(child: Child) -> (Option<i32>, String) {
     (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
-fn signal_test(signal: nix::sys::signal::Signal) {
+fn signal_test(signal: nix::sys::signal::Signal, expected: i32) {
     let dir = common::workdir("fslab-life");
     let spec = sleeper_spec(dir.path(), "5m");
     let mut child = start(dir.path(), &spec);
@@ -76,7 +76,7 @@ fn signal_test(signal: nix::sys::signal::Signal) {
     let started = Instant::now();
     let (code, stderr) = finish(child);
     assert!(started.elapsed() < Duration::from_secs(30), "fslab took too long to stop");
-    assert_eq!(code, Some(130), "{stderr}");
+    assert_eq!(code, Some(expected), "128 + the signal: {stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert_eq!(common::leftovers(&needle), Vec::<String>::new());
     assert_eq!(
@@ -91,14 +91,14 @@ fn signal_test(signal: nix::sys::signal::Signal) {
 #[test]
 fn sigint_tears_everything_down() {
     if common::root_or_skip() {
-        signal_test(nix::sys::signal::Signal::SIGINT);
+        signal_test(nix::sys::signal::Signal::SIGINT, 130);
     }
 }
 
 #[test]
 fn sigterm_tears_everything_down() {
     if common::root_or_skip() {
-        signal_test(nix::sys::signal::Signal::SIGTERM);
+        signal_test(nix::sys::signal::Signal::SIGTERM, 143);
     }
 }
 
@@ -112,7 +112,7 @@ fn a_workload_timeout_fails_the_run_and_tears_down() {
     let child = start(dir.path(), &spec);
     let pid = child.id();
     let (code, stderr) = finish(child);
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, Some(1), "a failed run exits 1: {stderr}");
     assert!(stderr.contains("timed out"), "{stderr}");
     assert!(stderr.contains("1 failed"), "{stderr}");
     assert_eq!(common::leftovers(&format!("fslab-tb-{pid}-")), Vec::<String>::new());
@@ -135,7 +135,7 @@ fn a_failing_command_shows_its_stderr() {
     let child = start(dir.path(), &spec);
     let pid = child.id();
     let (code, stderr) = finish(child);
-    assert_eq!(code, Some(0), "{stderr}");
+    assert_eq!(code, Some(1), "a failed run exits 1: {stderr}");
     assert!(stderr.contains("the-disk-is-on-fire") && stderr.contains("exit code 3"), "{stderr}");
     assert_eq!(common::leftovers(&format!("fslab-tb-{pid}-")), Vec::<String>::new());
 }
@@ -145,6 +145,8 @@ fn sigkill_leftovers_are_removed_by_cleanup() {
     if !common::root_or_skip() {
         return;
     }
+    // Not while another test runs `fslab cleanup` over everything stale.
+    let _serial = crate::safety::cleanup_lock();
     let dir = common::workdir("fslab-life");
     let spec = sleeper_spec(dir.path(), "5m");
     let mut child = start(dir.path(), &spec);
@@ -190,6 +192,6 @@ fn not_root_gets_a_clear_message() {
     }
     let out = cmd.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(3), "environment/privilege problems exit 3: {stderr}");
     assert!(stderr.contains("needs root"), "{stderr}");
 }

@@ -201,17 +201,28 @@ fn html_has_every_section_and_chart_and_escapes_user_strings(f: &Fixture) {
     let series = store.metric_series(f.id).unwrap();
     let mut keys: Vec<(String, String)> = series.iter().map(|s| (s.workload.clone(), s.metric.clone())).collect();
     keys.dedup();
+    let section = |id: &str, next: &str| {
+        let at = |id: &str| html.find(&format!("<section id=\"{id}\"")).unwrap_or_else(|| panic!("no section {id}"));
+        &html[at(id)..at(next)]
+    };
+    let (answer, metrics) = (section("summary", "verdicts"), section("metrics", "iostat"));
     // One dot plot per (workload, metric): write/{wall_s,user_s,sys_s}, shell1/{shell1-1,shell1-2}.
-    assert_eq!(html.matches("data-chart=\"dot\"").count(), keys.len(), "{keys:?}");
+    assert_eq!(metrics.matches("data-chart=\"dot\"").count(), keys.len(), "{keys:?}");
     assert!(keys.iter().any(|k| k.1 == "shell1-2"), "{keys:?}");
     // The shell1 sweep is one line chart with one line per variant.
-    assert_eq!(html.matches("data-chart=\"line\"").count(), 1);
+    assert_eq!(metrics.matches("data-chart=\"line\"").count(), 1);
+    // The answer: write is decided by wall_s (its dot plot), shell1 by its sweep (the line chart).
+    assert_eq!(answer.matches("data-chart=\"dot\"").count(), 1, "{answer}");
+    assert_eq!(answer.matches("data-chart=\"line\"").count(), 1, "{answer}");
+    assert!(answer.contains("write/wall_s") && !answer.contains("No metric regressed"));
+    let headline = answer.split("<p class=\"headline\"><b>").nth(1).unwrap_or_default();
+    assert!(headline.starts_with("Decided: ") || headline.starts_with("Nothing decided: "), "{headline}");
     // Device time series: util, written, read?, request size, await, queue, CPU per round per workload.
     let ts = html.matches("data-chart=\"ts\"").count();
     assert!(ts >= 2 * 3 * 5, "only {ts} time-series charts");
     assert!(html.contains("MB/s written") && html.contains("%util") && html.contains("await"));
     // Variants side by side with effective options and geometry.
-    assert!(html.contains("noatime") && html.contains("write_bps=16777216") && html.contains("Block count"));
+    assert!(html.contains("noatime") && html.contains("write 16 MiB/s") && html.contains("Block count"));
     assert!(html.contains("mke2fs"), "tool versions missing");
 
     // The verdict table holds exactly the numbers `fslab compare` computes.
@@ -245,7 +256,7 @@ fn markdown_is_a_compact_escaped_summary(f: &Fixture) {
     let table_lines = md.lines().skip_while(|l| !l.starts_with("| metric")).take_while(|l| l.starts_with('|')).count();
     assert_eq!(table_lines, rows.len() + 2, "{md}");
     for r in &rows {
-        assert!(md.contains(&format!("{:+.2}%", r.change_pct)));
+        assert!(md.contains(&fslab::human::change_pct(r.change_pct)), "{}: {md}", r.metric);
     }
     assert!(md.len() < 8000, "not compact: {} bytes", md.len());
     // Same result through another baseline (the escaped one).
@@ -296,6 +307,33 @@ fn iostat_logs_render_time_series() {
         fslab::iostatlog::report::render_html(&all),
     )
     .unwrap();
+}
+
+/// A long log (over five hours at 1 s, 36 samples per pixel column) gives a small page: the charts draw the extremes of each pixel
+/// column, not every sample.
+#[test]
+fn iostat_report_of_a_long_log_stays_small() {
+    let header = "Device            r/s     w/s     rkB/s     wkB/s   rrqm/s   wrqm/s  %rrqm  %wrqm r_await w_await aqu-sz rareq-sz wareq-sz  svctm  %util";
+    let n = 20_000;
+    let mut text = String::with_capacity(n * 300);
+    for i in 0..n {
+        let util = if i == 12_345 { 100.0 } else { 20.0 + (i % 17) as f64 };
+        text.push_str(&format!(
+            "{header}\nsda {:.2} {:.2} {:.2} {:.2} 0.00 0.00 0.00 0.00 1.00 2.00 0.10 4.00 {:.2} 1.00 {util:.2}\n\n",
+            (i % 7) as f64,
+            (i % 11) as f64,
+            (i % 13) as f64 * 4.0,
+            (i % 19) as f64 * 8.0,
+            4.0 + (i % 5) as f64
+        ));
+    }
+    let log = fslab::iostatlog::parse_log(&text, false).unwrap();
+    assert_eq!(log.samples.len(), n);
+    let page = fslab::iostatlog::report::render_html(&[("day.log".into(), log)]);
+    assert_self_contained(&page);
+    assert!(page.matches("data-chart=\"ts\"").count() >= 5);
+    // Drawing every sample made this page 1.9 MB (8 MB for a day).
+    assert!(page.len() < 512 * 1024, "iostat page of a long log is {} bytes", page.len());
 }
 
 // ---- headless Chromium ----------------------------------------------------
@@ -454,7 +492,7 @@ fn report_loads_in_headless_chromium_without_errors_and_is_not_blank(f: &Fixture
 
     let png = f.out.with_extension("png");
     let keep = std::env::var_os("FSLAB_REPORT_SCREENSHOT").map(PathBuf::from);
-    let (_, stderr) = chromium(&f.out, &[format!("--screenshot={}", png.display()), "--window-size=1280,4000".into()]);
+    let (_, stderr) = chromium(&f.out, &[format!("--screenshot={}", png.display()), "--window-size=1366,4000".into()]);
     assert!(page_errors(&stderr).is_empty(), "page errors:\n{}", page_errors(&stderr).join("\n"));
     let bytes = std::fs::read(&png).unwrap_or_else(|e| panic!("no screenshot ({e}):\n{stderr}"));
     if let Some(keep) = keep {
@@ -463,7 +501,7 @@ fn report_loads_in_headless_chromium_without_errors_and_is_not_blank(f: &Fixture
         std::fs::copy(&f.db, keep.with_extension("db")).unwrap();
     }
     let (w, h, ch, px) = decode_png(&bytes);
-    assert_eq!((w, h), (1280, 4000));
+    assert_eq!((w, h), (1366, 4000));
     let (mut non_bg, mut blue, mut orange) = (0usize, 0usize, 0usize);
     let mut colours = std::collections::HashSet::new();
     for p in px.chunks(ch) {
@@ -486,4 +524,25 @@ fn report_loads_in_headless_chromium_without_errors_and_is_not_blank(f: &Fixture
     assert!(non_bg * 100 > total, "screenshot nearly blank: {non_bg} of {total} pixels drawn");
     assert!(colours.len() > 20, "only {} colours", colours.len());
     assert!(blue > 200 && orange > 200, "variant colours barely visible: blue {blue}, orange {orange}");
+    page_fits_a_laptop_screen(&f.out);
+}
+
+/// The page's layout width at a 1366 px wide window (a common laptop
+/// screen) is the window's: nothing makes it scroll sideways. Measured by
+/// a copy of the page with one script line added (the report itself has
+/// none), read back from the title Chromium's DOM dump shows.
+fn page_fits_a_laptop_screen(page: &Path) {
+    let html = std::fs::read_to_string(page).unwrap();
+    let probe = page.with_extension("width.html");
+    let script = "<script>document.title='W'+document.documentElement.scrollWidth+'x'+window.innerWidth</script>";
+    std::fs::write(&probe, html.replace("</body>", &format!("{script}</body>"))).unwrap();
+    let (dom, stderr) = chromium(&probe, &["--dump-dom".into(), "--window-size=1366,900".into()]);
+    let title = dom.split("<title>").nth(1).and_then(|t| t.split("</title>").next()).unwrap_or_default();
+    let (scroll, inner) = title
+        .strip_prefix('W')
+        .and_then(|t| t.split_once('x'))
+        .and_then(|(a, b)| Some((a.parse::<u32>().ok()?, b.parse::<u32>().ok()?)))
+        .unwrap_or_else(|| panic!("no width measured (title {title:?}):\n{stderr}"));
+    assert_eq!(inner, 1366, "window width");
+    assert!(scroll <= inner, "the page is {scroll} px wide in a {inner} px window");
 }

@@ -10,7 +10,7 @@ use fslab::experiment::{self, Experiment, VariantConfig};
 use fslab::runner::{self, RunOptions, Silent};
 use fslab::store::Store;
 use fslab::testbed::Testbed;
-use fslab::workload::{self, RunContext, Workload};
+use fslab::workload::{RunContext, Workload};
 
 /// An experiment with one coldstart workload and the given variant bodies.
 fn experiment(work: &Path, variants: &[(&str, &str)], workload: &str) -> Experiment {
@@ -27,7 +27,7 @@ const SMALL: &str = "files = 40\nscale = 0.05\nreaders = [1, 2]";
 /// A coldstart workload with its inputs generated, and the variant.
 fn setup(work: &Path, body: &str, workload_keys: &str) -> (Experiment, VariantConfig, Box<dyn Workload>) {
     let exp = experiment(work, &[("v", body)], workload_keys);
-    let mut w = workload::build(&exp.workloads[0], exp.seed).unwrap();
+    let mut w = exp.workloads[0].build(exp.seed);
     w.prepare_inputs(&exp.cache_dir()).unwrap();
     let variant = exp.variants[0].clone();
     (exp, variant, w)
@@ -35,7 +35,7 @@ fn setup(work: &Path, body: &str, workload_keys: &str) -> (Experiment, VariantCo
 
 fn provision(exp: &Experiment, variant: &VariantConfig, w: &mut dyn Workload) -> anyhow::Result<Testbed> {
     let mut populate = |dir: &Path| w.populate(dir);
-    Testbed::provision_with(variant, &exp.workdir, None, Some(&mut populate))
+    Testbed::provision_with(&variant.testbed, &exp.workdir, None, Some(&mut populate))
 }
 
 /// Every file under `a` is under `b` with the same bytes, and nothing more.
@@ -201,12 +201,12 @@ fn bad_image_settings_name_file_line_and_key() {
     }
     // Defaults: squashfs gzip/128K/fragments, erofs uncompressed, coldstart 300 files, readers 1 2 4.
     let exp = experiment(Path::new("/tmp/x"), &[("s", "fs = \"squashfs\""), ("e", "fs = \"erofs\"")], "");
-    let s = exp.variants[0].image.clone().unwrap();
+    let s = exp.variants[0].testbed.image.clone().unwrap();
     assert_eq!((s.compressor.as_str(), s.block_size, s.fragments), ("gzip", None, true));
-    assert_eq!(exp.variants[1].image.clone().unwrap().compressor, "none");
+    assert_eq!(exp.variants[1].testbed.image.clone().unwrap().compressor, "none");
     match &exp.workloads[0].params {
-        experiment::WorkloadParams::Coldstart { files, readers, compressibility, .. } => {
-            assert_eq!((*files, readers.as_slice(), *compressibility), (300, &[1, 2, 4][..], 0.6));
+        experiment::WorkloadParams::Coldstart(p) => {
+            assert_eq!((p.files, p.readers.as_slice(), p.compressibility), (300, &[1, 2, 4][..], 0.6));
         }
         other => panic!("{other:?}"),
     }
@@ -246,18 +246,15 @@ fn a_workload_without_content_cannot_provision_an_image() {
     }
     let dir = common::workdir("fslab-rofs");
     let exp = experiment(dir.path(), &[("v", "fs = \"squashfs\"")], SMALL);
-    let err = format!("{:#}", Testbed::provision(&exp.variants[0], &exp.workdir, None).unwrap_err());
+    let err = format!("{:#}", Testbed::provision(&exp.variants[0].testbed, &exp.workdir, None).unwrap_err());
     assert!(err.contains("packed from a workload"), "{err}");
-    let mut shell = workload::build(
-        &experiment::parse(
-            "name = \"t\"\n[[variant]]\nname = \"v\"\nfs = \"tmpfs\"\n[[workload]]\nkind = \"shell1\"\n",
-            None,
-        )
-        .unwrap()
-        .workloads[0],
-        1,
+    let mut shell = experiment::parse(
+        "name = \"t\"\n[[variant]]\nname = \"v\"\nfs = \"tmpfs\"\n[[workload]]\nkind = \"shell1\"\n",
+        None,
     )
-    .unwrap();
+    .unwrap()
+    .workloads[0]
+        .build(1);
     let err = format!("{:#}", provision(&exp, &exp.variants[0], shell.as_mut()).unwrap_err());
     assert!(err.contains("cannot run on a read-only image"), "{err}");
     assert_eq!(common::leftovers(&dir.path().to_string_lossy()), Vec::<String>::new());

@@ -37,15 +37,15 @@ fn the_issue_example_parses_as_written() {
     assert_eq!(exp.baseline, "fast");
     assert_eq!(exp.variants.len(), 2);
     let slow = &exp.variants[1];
-    assert_eq!(slow.fs, FsKind::Ext4);
-    assert_eq!(slow.size.0, 1 << 30);
-    assert_eq!(slow.mkfs, vec!["-E", "lazy_itable_init=0,lazy_journal_init=0"]);
-    assert_eq!(slow.mount, "noatime,mb_optimize_scan=0");
-    assert_eq!(slow.throttle.write_bps.unwrap().0, 32 << 20);
+    assert_eq!(slow.testbed.fs, FsKind::Ext4);
+    assert_eq!(slow.testbed.size.0, 1 << 30);
+    assert_eq!(slow.testbed.mkfs, vec!["-E", "lazy_itable_init=0,lazy_journal_init=0"]);
+    assert_eq!(slow.testbed.mount, "noatime,mb_optimize_scan=0");
+    assert_eq!(slow.testbed.throttle.write_bps.unwrap().0, 32 << 20);
     assert_eq!(exp.workloads[0].label, "untar");
     assert!(matches!(
         &exp.workloads[0].params,
-        WorkloadParams::Untar { source: UntarSource::Profile(p), .. } if p == "small"
+        WorkloadParams::Untar(u) if u.source == UntarSource::Profile("small".into())
     ));
 }
 
@@ -75,13 +75,13 @@ cache = "warm"
 "#;
     let exp = experiment::parse(text, None).unwrap();
     assert_eq!(exp.repetitions, Repetitions::Adaptive { min: 3, max: 9 });
-    assert_eq!(exp.variants[0].fs, FsKind::Xfs);
-    assert_eq!(exp.variants[0].mount, "noatime");
-    assert_eq!(exp.variants[1].fs, FsKind::Btrfs);
-    assert_eq!(exp.variants[1].mount, "compress=zstd");
-    assert_eq!(exp.variants[1].size.0, 512 << 20);
-    assert_eq!(exp.variants[1].throttle.write_iops, Some(100));
-    assert_eq!(exp.variants[0].sysfs, vec![("mb_max_to_scan".to_string(), "100".to_string())]);
+    assert_eq!(exp.variants[0].testbed.fs, FsKind::Xfs);
+    assert_eq!(exp.variants[0].testbed.mount, "noatime");
+    assert_eq!(exp.variants[1].testbed.fs, FsKind::Btrfs);
+    assert_eq!(exp.variants[1].testbed.mount, "compress=zstd");
+    assert_eq!(exp.variants[1].testbed.size.0, 512 << 20);
+    assert_eq!(exp.variants[1].testbed.throttle.write_iops, Some(100));
+    assert_eq!(exp.variants[0].testbed.sysfs, vec![("mb_max_to_scan".to_string(), "100".to_string())]);
     assert_eq!(exp.workloads[0].timeout, Some(std::time::Duration::from_secs(30)));
 }
 

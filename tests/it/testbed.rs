@@ -19,7 +19,7 @@ fn variant(body: &str) -> VariantConfig {
 
 fn provision_and_check(body: &str, fstype: &str, expect_in_options: &[&str]) {
     let work = common::workdir("fslab-tb-test");
-    let mut bed = Testbed::provision(&variant(body), work.path(), None).unwrap();
+    let mut bed = Testbed::provision(&variant(body).testbed, work.path(), None).unwrap();
     let name = bed.dir.file_name().unwrap().to_string_lossy().into_owned();
     let facts = bed.mount_facts.clone().unwrap();
     assert_eq!(facts.fstype, fstype);
@@ -84,9 +84,12 @@ fn tmpfs_gets_its_size() {
         return;
     }
     let work = common::workdir("fslab-tb-test");
-    let mut bed =
-        Testbed::provision(&variant("fs = \"tmpfs\"\nsize = \"64MiB\"\nmount = \"noatime\""), work.path(), None)
-            .unwrap();
+    let mut bed = Testbed::provision(
+        &variant("fs = \"tmpfs\"\nsize = \"64MiB\"\nmount = \"noatime\"").testbed,
+        work.path(),
+        None,
+    )
+    .unwrap();
     let facts = bed.mount_facts.clone().unwrap();
     assert_eq!(facts.fstype, "tmpfs");
     assert!(facts.super_options.contains("size=65536k"), "{facts:?}");
@@ -99,13 +102,19 @@ fn an_option_the_kernel_rejects_fails_and_leaves_nothing() {
         return;
     }
     let work = common::workdir("fslab-tb-test");
-    let err =
-        Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\"\nmount = \"no_such_option\""), work.path(), None)
-            .unwrap_err();
+    let err = Testbed::provision(
+        &variant("fs = \"ext4\"\nsize = \"64MiB\"\nmount = \"no_such_option\"").testbed,
+        work.path(),
+        None,
+    )
+    .unwrap_err();
     assert!(format!("{err:#}").contains("mount"), "{err:#}");
-    let err =
-        Testbed::provision(&variant("fs = \"ext4\"\nsize = \"64MiB\"\nmkfs = [\"-b\", \"3\"]"), work.path(), None)
-            .unwrap_err();
+    let err = Testbed::provision(
+        &variant("fs = \"ext4\"\nsize = \"64MiB\"\nmkfs = [\"-b\", \"3\"]").testbed,
+        work.path(),
+        None,
+    )
+    .unwrap_err();
     assert!(format!("{err:#}").contains("mkfs.ext4"), "{err:#}");
     // Nothing of ours stays: directories, loops, mounts.
     assert_eq!(std::fs::read_dir(work.path()).unwrap().count(), 0);
@@ -119,7 +128,7 @@ fn queue_settings_and_sysfs_tunables_are_applied() {
     }
     let work = common::workdir("fslab-tb-test");
     let body = "fs = \"ext4\"\nsize = \"256MiB\"\nread_ahead_kb = 16\nscheduler = \"mq-deadline\"\nsysfs = { mb_max_to_scan = 77 }";
-    let mut bed = Testbed::provision(&variant(body), work.path(), None).unwrap();
+    let mut bed = Testbed::provision(&variant(body).testbed, work.path(), None).unwrap();
     let name = bed.device_name.clone().unwrap();
     assert_eq!(std::fs::read_to_string(format!("/sys/block/{name}/queue/read_ahead_kb")).unwrap().trim(), "16");
     assert!(std::fs::read_to_string(format!("/sys/block/{name}/queue/scheduler")).unwrap().contains("[mq-deadline]"));
@@ -127,7 +136,7 @@ fn queue_settings_and_sysfs_tunables_are_applied() {
     bed.teardown().unwrap();
 
     let err = Testbed::provision(
-        &variant("fs = \"ext4\"\nsize = \"64MiB\"\nsysfs = { no_such_knob = 1 }"),
+        &variant("fs = \"ext4\"\nsize = \"64MiB\"\nsysfs = { no_such_knob = 1 }").testbed,
         work.path(),
         None,
     )
@@ -138,7 +147,7 @@ fn queue_settings_and_sysfs_tunables_are_applied() {
 /// Write 24 MiB into the testbed from inside its cgroup and fsync; time it.
 fn timed_write(body: &str) -> f64 {
     let work = common::workdir("fslab-tb-test");
-    let mut bed = Testbed::provision(&variant(body), work.path(), None).unwrap();
+    let mut bed = Testbed::provision(&variant(body).testbed, work.path(), None).unwrap();
     let ctx = fslab::workload::RunContext::new(bed.root(), work.path()).with_cgroup(bed.cgroup_procs());
     let mut cmd = ctx.command("dd");
     cmd.args(["if=/dev/zero", "of=data", "bs=1M", "count=24", "conv=fsync"]);
@@ -170,7 +179,7 @@ fn buffered_writeback_is_throttled_too() {
     // the flusher threads do the writing, and they must be throttled as well.
     let work = common::workdir("fslab-tb-test");
     let mut bed = Testbed::provision(
-        &variant("fs = \"ext4\"\nsize = \"128MiB\"\nthrottle = { write_bps = \"8MiB\" }"),
+        &variant("fs = \"ext4\"\nsize = \"128MiB\"\nthrottle = { write_bps = \"8MiB\" }").testbed,
         work.path(),
         None,
     )
@@ -197,7 +206,7 @@ fn teardown_runs_when_a_panic_unwinds() {
     let path = work.path().to_path_buf();
     let result = std::panic::catch_unwind(move || {
         let _bed = Testbed::provision(
-            &variant("fs = \"ext4\"\nsize = \"64MiB\"\nthrottle = { write_bps = \"8MiB\" }"),
+            &variant("fs = \"ext4\"\nsize = \"64MiB\"\nthrottle = { write_bps = \"8MiB\" }").testbed,
             &path,
             None,
         )

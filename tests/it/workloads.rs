@@ -1,18 +1,20 @@
 //! The `shell1`, `metadata` and `fio` workloads: validation of their keys,
 //! fio report parsing on real captured output, and each workload run on a
-//! real testbed (small sizes), including the shell1 fidelity check against
-//! a plain shell loop.
+//! real testbed (small sizes), including shell1's process structure and
+//! rate against UnixBench's own procedure.
 
 use crate::common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use fslab::experiment::{self, FioJob, WorkloadParams};
 use fslab::metric::Metric;
-use fslab::workload::{self, fio, shell1, RunContext};
+use fslab::workload::fio::FioParams;
+use fslab::workload::metadata::MetadataParams;
+use fslab::workload::shell1::Shell1Params;
+use fslab::workload::{fio, shell1, RunContext};
 
 // ---------------------------------------------------------------- helpers
 
@@ -28,28 +30,29 @@ fn fixture(name: &str) -> String {
 fn defaults_of_the_new_kinds() {
     assert_eq!(
         params("kind = \"shell1\""),
-        WorkloadParams::Shell1 { concurrency: vec![1], duration: Duration::from_secs(60) }
+        WorkloadParams::Shell1(Shell1Params { concurrency: vec![1], duration: Duration::from_secs(60) })
     );
     assert_eq!(
         params("kind = \"shell1\"\nconcurrency = [1, 2, 4, 8]\nduration = \"5s\""),
-        WorkloadParams::Shell1 { concurrency: vec![1, 2, 4, 8], duration: Duration::from_secs(5) }
+        WorkloadParams::Shell1(Shell1Params { concurrency: vec![1, 2, 4, 8], duration: Duration::from_secs(5) })
     );
     assert_eq!(
         params("kind = \"metadata\""),
-        WorkloadParams::Metadata { files: 100_000, file_size: 0, dirs: 100, threads: 1, fsync: false }
+        WorkloadParams::Metadata(MetadataParams { files: 100_000, file_size: 0, dirs: 100, threads: 1, fsync: false })
     );
     assert_eq!(
         params("kind = \"metadata\"\nfiles = 5000\nfile_size = \"4k\"\ndirs = 10\nthreads = 4\nfsync = true"),
-        WorkloadParams::Metadata { files: 5000, file_size: 4096, dirs: 10, threads: 4, fsync: true }
+        WorkloadParams::Metadata(MetadataParams { files: 5000, file_size: 4096, dirs: 10, threads: 4, fsync: true })
     );
-    let WorkloadParams::Fio { job } =
+    let WorkloadParams::Fio(FioParams { job }) =
         params("kind = \"fio\"\njob = { rw = \"randwrite\", bs = \"4k\", size = \"64M\", direct = true, iodepth = 8 }")
     else {
         panic!()
     };
     let args = fio::Fio::new(job).job_args();
     assert_eq!(args, ["--name=job", "--bs=4k", "--direct=1", "--iodepth=8", "--rw=randwrite", "--size=64M"]);
-    let WorkloadParams::Fio { job } = params("kind = \"fio\"\njob = { name = \"rnd\", rw = \"randread\" }") else {
+    let WorkloadParams::Fio(FioParams { job }) = params("kind = \"fio\"\njob = { name = \"rnd\", rw = \"randread\" }")
+    else {
         panic!()
     };
     assert_eq!(job, FioJob::Inline { name: "rnd".into(), options: vec![("rw".into(), "randread".into())] });
@@ -62,7 +65,10 @@ fn jobfile_is_relative_to_the_experiment_file() {
     let path = dir.path().join("exp.toml");
     std::fs::write(&path, spec("fs = \"tmpfs\"", "kind = \"fio\"\njobfile = \"seq.fio\"")).unwrap();
     let exp = experiment::load(&path).unwrap();
-    assert_eq!(exp.workloads[0].params, WorkloadParams::Fio { job: FioJob::File(dir.path().join("seq.fio")) });
+    assert_eq!(
+        exp.workloads[0].params,
+        WorkloadParams::Fio(FioParams { job: FioJob::File(dir.path().join("seq.fio")) })
+    );
     assert_eq!(exp.workloads[0].kind(), "fio");
 }
 
@@ -185,7 +191,7 @@ fn fio_output_without_a_report_is_a_clear_error() {
 fn fio_missing_child() {
     let w = "kind = \"fio\"\njob = { rw = \"read\", size = \"1M\" }";
     let exp = experiment::parse(&spec("fs = \"tmpfs\"", w), None).unwrap();
-    let mut fio = workload::build(&exp.workloads[0], exp.seed).unwrap();
+    let mut fio = exp.workloads[0].build(exp.seed);
     let dir = tempfile::tempdir().unwrap();
     let err = format!("{:#}", fio.prepare_inputs(dir.path()).unwrap_err());
     assert!(err.contains("fio, which is not installed"), "{err}");
@@ -231,97 +237,194 @@ fn shell1_runs_on_tmpfs_at_two_levels() {
     assert_eq!(leftovers(&bed.root()), Vec::<String>::new());
 }
 
-/// Loops per minute of a plain `/bin/sh` loop running the same pipeline in
-/// `dir` for `seconds`, timed by this test (not by fslab).
-fn plain_loop_lpm(dir: &Path, seconds: f64) -> f64 {
-    let script = format!("while :; do\n{}echo done\ndone\n", shell1::PIPELINE);
-    let mut child = Command::new("/bin/sh")
-        .arg("-c")
-        .arg(script)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+/// Loops per minute of UnixBench's procedure, with this test as `looper`:
+/// like `looper.c`, fork and exec `/bin/sh multi.sh PER_LOOP` and wait,
+/// again and again, for `seconds`; an iteration still running at the end is
+/// not counted, and the rate is counts over the elapsed time, as UnixBench's
+/// `Run` computes it. The scripts are the ones fslab's `prepare` wrote.
+fn unixbench_looper_lpm(dir: &Path, seconds: f64, per_loop: u32) -> f64 {
     let start = Instant::now();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            if line.is_err() || tx.send(Instant::now()).is_err() {
-                break;
-            }
-        }
-    });
     let end = start + Duration::from_secs_f64(seconds);
     let mut loops = 0u64;
-    while let Ok(at) = rx.recv_timeout(end.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))) {
-        if at > end {
+    loop {
+        let status = Command::new("/bin/sh")
+            .arg(format!("./{}", shell1::MULTI_NAME))
+            .arg(per_loop.to_string())
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(status.success(), "multi.sh failed: {status}");
+        if Instant::now() > end {
             break;
         }
         loops += 1;
-        if Instant::now() >= end {
-            break;
-        }
     }
-    let pid = child.id();
-    child.kill().unwrap();
-    child.wait().unwrap();
-    // Let the killed loop's children finish, then remove its files ($$ is its pid).
-    std::thread::sleep(Duration::from_millis(200));
-    for p in ["sort", "od", "grep", "wc"] {
-        let _ = std::fs::remove_file(dir.join(format!("{p}.{pid}")));
-    }
-    loops as f64 * 60.0 / seconds
+    loops as f64 * 60.0 / start.elapsed().as_secs_f64().max(seconds)
 }
 
-/// fslab's `shell1-1` against a plain `/bin/sh` loop of the same pipeline
-/// in the same directory. This 2-core machine is shared and its load swings
-/// by ±30% within seconds, so the two are measured over the *same* 3 s
-/// (both loops at once, twice) and the ratio must be within ±20%. Back-to-back
-/// 3 s slices (plain, fslab, fslab, plain) are measured and printed too.
+/// A benchmark, not part of the suite: fslab's `shell1-1` against
+/// UnixBench's own procedure (this test acting as `looper`) in the same
+/// directory, over the *same* 3 s (both at once, twice); the ratio must be
+/// within ±15%. On this shared 2-core machine, under load, two loads sharing
+/// the CPUs converge in rate whatever they cost (the old single-shell loop
+/// also passed then), so the process structure is what the suite checks
+/// (`shell1_has_unixbench_s_process_structure`) and the rate is measured on a
+/// quiet machine against UnixBench's real `looper` (notes/inspect.md).
+/// Run: `cargo test --test it shell1_scores -- --ignored --nocapture`.
 #[test]
-fn shell1_fidelity_against_a_plain_shell_loop() {
+#[ignore = "benchmark: needs a quiet machine"]
+fn shell1_scores_like_unixbench_s_procedure() {
     if !common::root_or_skip() {
         return;
     }
     let _serial = serial();
-    let bed = Bed::new("fs = \"ext4\"\nsize = \"128MiB\"");
+    let bed = Bed::new("fs = \"tmpfs\"\nsize = \"64MiB\"");
     let mut w = shell1::Shell1::new(vec![1], Duration::from_secs(3));
     let ctx = bed.ctx();
-    workload::Workload::prepare(&mut w, &ctx).unwrap();
+    fslab::workload::Workload::prepare(&mut w, &ctx).unwrap();
     let root = bed.root();
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
-
-    let (mut fslab_same, mut plain_same) = (Vec::new(), Vec::new());
+    let (mut fslab_same, mut ub_same) = (Vec::new(), Vec::new());
     for _ in 0..2 {
-        let (f, p) = std::thread::scope(|s| {
-            let plain = s.spawn(|| plain_loop_lpm(&root, 3.0));
+        let (f, u) = std::thread::scope(|s| {
+            let ub = s.spawn(|| unixbench_looper_lpm(&root, 3.0, 1));
             let fslab = w.measure(&ctx, 1);
-            (fslab, plain.join().unwrap())
+            (fslab, ub.join().unwrap())
         });
         fslab_same.push(f.unwrap());
-        plain_same.push(p);
+        ub_same.push(u);
     }
-    let (mut fslab_seq, mut plain_seq) = (Vec::new(), Vec::new());
-    for fslab_turn in [false, true, true, false] {
-        if fslab_turn {
-            fslab_seq.push(w.measure(&ctx, 1).unwrap());
-        } else {
-            plain_seq.push(plain_loop_lpm(&root, 3.0));
+    fslab::workload::Workload::cleanup(&mut w, &ctx).unwrap();
+    let ratio = mean(&fslab_same) / mean(&ub_same);
+    eprintln!("shell1 vs UnixBench procedure, same 3 s: fslab {fslab_same:.0?} lpm, looper {ub_same:.0?} lpm, ratio {ratio:.3}");
+    assert!(
+        (0.85..=1.15).contains(&ratio),
+        "fslab {fslab_same:.0?} lpm vs UnixBench procedure {ub_same:.0?} lpm (ratio {ratio:.3})"
+    );
+    assert_eq!(leftovers(&root), Vec::<String>::new());
+}
+
+/// One process as strace saw it: its parent and what it exec'd.
+#[derive(Debug, Default, Clone)]
+struct Traced {
+    parent: Option<u32>,
+    exec: Vec<Vec<String>>,
+}
+
+/// `strace -f -e trace=execve,clone,clone3,fork,vfork` output → processes.
+/// dash starts commands with vfork, so calls come split in two
+/// (`vfork( <unfinished ...>` … `<... vfork resumed>) = 123`), and PATH
+/// lookups leave failed execve calls (`= -1 ENOENT`) that do not count.
+fn parse_strace(text: &str) -> std::collections::BTreeMap<u32, Traced> {
+    let mut procs: std::collections::BTreeMap<u32, Traced> = Default::default();
+    let mut pending: std::collections::BTreeMap<u32, Vec<String>> = Default::default();
+    for line in text.lines() {
+        let Some((pid, rest)) = line.split_once(' ') else { continue };
+        let Ok(pid) = pid.trim().parse::<u32>() else { continue };
+        let rest = rest.trim_start();
+        procs.entry(pid).or_default();
+        // The result follows the last ` = ` (strace pads resumed calls with spaces).
+        let result = rest.rsplit_once(" = ").map(|(_, r)| r.split_whitespace().next().unwrap_or(""));
+        let forked = ["clone", "fork"].iter().any(|c| {
+            rest.starts_with(c) || rest.starts_with(&format!("<... v{c}")) || rest.starts_with(&format!("<... {c}"))
+        });
+        if forked {
+            if let Some(child) = result.and_then(|r| r.parse::<u32>().ok()) {
+                procs.entry(child).or_default().parent = Some(pid);
+            }
+            continue;
+        }
+        if rest.starts_with("execve(") {
+            // execve("/bin/sh", ["/bin/sh", "./shell1.multi.sh", "1"], …
+            let argv = rest.split_once('[').and_then(|(_, r)| r.split_once(']')).map(|(a, _)| a).unwrap_or("");
+            pending.insert(pid, argv.split(", ").map(|a| a.trim_matches('"').to_string()).collect());
+        }
+        if rest.starts_with("execve(") || rest.starts_with("<... execve resumed>") {
+            match result {
+                Some("0") => {
+                    if let Some(argv) = pending.remove(&pid) {
+                        procs.entry(pid).or_default().exec.push(argv);
+                    }
+                }
+                Some(_) => {
+                    pending.remove(&pid);
+                }
+                None => {}
+            }
         }
     }
-    workload::Workload::cleanup(&mut w, &ctx).unwrap();
-    let ratio = mean(&fslab_same) / mean(&plain_same);
-    let ratio_seq = mean(&fslab_seq) / mean(&plain_seq);
-    eprintln!(
-        "shell1 fidelity, same 3 s: fslab {fslab_same:.0?} lpm, plain {plain_same:.0?} lpm, ratio {ratio:.3}; \
-         back to back: fslab {fslab_seq:.0?} lpm, plain {plain_seq:.0?} lpm, ratio {ratio_seq:.3}"
-    );
-    assert!(
-        (0.8..=1.2).contains(&ratio),
-        "fslab {fslab_same:.0?} lpm vs plain {plain_same:.0?} lpm (ratio {ratio:.3})"
-    );
+    procs
+}
+
+/// The exec'd children of `pid` (program basename, first script argument).
+fn exec_children(procs: &std::collections::BTreeMap<u32, Traced>, pid: u32) -> Vec<(u32, Vec<String>)> {
+    procs
+        .iter()
+        .filter(|(_, p)| p.parent == Some(pid))
+        .filter_map(|(c, p)| p.exec.last().map(|argv| (*c, argv.clone())))
+        .collect()
+}
+
+/// UnixBench's process structure, checked on what fslab really runs: the
+/// looper execs `/bin/sh multi.sh N` per iteration, each `multi.sh` execs N
+/// `/bin/sh tst.sh INPUT`, each `tst.sh` the seven tools. The old loop ran
+/// the tools straight from the looper and fails this.
+#[test]
+fn shell1_has_unixbench_s_process_structure() {
+    if Command::new("strace").arg("-V").output().is_err() {
+        fslab::testsupport::skip("strace is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ctx = RunContext::new(dir.path(), dir.path().join("cache"));
+    let mut w = shell1::Shell1::new(vec![1], Duration::from_secs(1));
+    fslab::workload::Workload::prepare(&mut w, &ctx).unwrap();
+    for per_loop in [1u32, 8] {
+        let trace = dir.path().join(format!("trace-{per_loop}"));
+        let out = Command::new("strace")
+            .args(["-f", "-qq", "-s", "200", "-e", "trace=execve,clone,clone3,fork,vfork", "-o"])
+            .arg(&trace)
+            .args(["/bin/sh", "-c", shell1::LOOP_SCRIPT, "fslab-shell1", "1", &per_loop.to_string()])
+            .current_dir(dir.path())
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let loops = shell1::parse_loops(&String::from_utf8_lossy(&out.stdout)).unwrap();
+        assert!(loops >= 1, "no loop completed under strace");
+        let trace_text = std::fs::read_to_string(&trace).unwrap();
+        let procs = parse_strace(&trace_text);
+        let looper: u32 = trace_text.split_whitespace().next().and_then(|p| p.parse().ok()).unwrap();
+        let multis: Vec<_> = exec_children(&procs, looper)
+            .into_iter()
+            .filter(|(_, argv)| argv.iter().any(|a| a.ends_with(shell1::MULTI_NAME)))
+            .collect();
+        assert_eq!(multis.len() as u64, loops, "one `/bin/sh multi.sh` per loop");
+        for (multi, argv) in &multis {
+            assert_eq!(argv, &["/bin/sh".to_string(), format!("./{}", shell1::MULTI_NAME), per_loop.to_string()]);
+            let tsts = exec_children(&procs, *multi);
+            assert_eq!(tsts.len() as u32, per_loop, "multi.sh {per_loop} starts {per_loop} tst.sh: {tsts:?}");
+            for (tst, argv) in &tsts {
+                assert_eq!(
+                    argv,
+                    &["/bin/sh".to_string(), format!("./{}", shell1::TST_NAME), shell1::INPUT_NAME.to_string()]
+                );
+                let mut tools: Vec<String> = exec_children(&procs, *tst)
+                    .into_iter()
+                    .map(|(_, argv)| Path::new(&argv[0]).file_name().unwrap().to_string_lossy().into_owned())
+                    .collect();
+                tools.sort();
+                assert_eq!(tools, ["grep", "od", "rm", "sort", "sort", "tee", "wc"], "tst.sh runs the seven tools");
+            }
+        }
+        // The looper itself runs no tool but its timer (sleep).
+        let direct: Vec<_> = exec_children(&procs, looper)
+            .into_iter()
+            .filter(|(_, argv)| !argv.iter().any(|a| a.ends_with(shell1::MULTI_NAME)))
+            .collect();
+        assert!(direct.iter().all(|(_, argv)| argv[0].ends_with("sleep") || argv[0].ends_with("kill")), "{direct:?}");
+    }
 }
 
 #[test]
@@ -403,7 +506,7 @@ fn fio_jobfile_on_ext4_with_two_jobs() {
     let path = dir.path().join("exp.toml");
     std::fs::write(&path, spec("fs = \"tmpfs\"", "kind = \"fio\"\njobfile = \"two.fio\"")).unwrap();
     let exp = experiment::load(&path).unwrap();
-    let mut w = workload::build(&exp.workloads[0], exp.seed).unwrap();
+    let mut w = exp.workloads[0].build(exp.seed);
     let ctx = bed.ctx();
     w.prepare_inputs(&ctx.cache_dir).unwrap();
     let result = w.run(&ctx);

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use fslab::experiment::{self, WorkloadParams};
 use fslab::metric::Metric;
 use fslab::testbed::Testbed;
-use fslab::workload::{self, RunContext};
+use fslab::workload::RunContext;
 
 pub fn spec(variant: &str, workload: &str) -> String {
     format!("name = \"w\"\nrepetitions = 1\n[[variant]]\nname = \"v\"\n{variant}\n[[workload]]\n{workload}\n")
@@ -42,7 +42,7 @@ impl Bed {
     pub fn new(variant: &str) -> Bed {
         let work = super::workdir("fslab-wl-test");
         let exp = experiment::parse(&spec(variant, "kind = \"command\"\ncommand = \"true\""), None).unwrap();
-        let bed = Testbed::provision(&exp.variants[0], work.path(), None).unwrap();
+        let bed = Testbed::provision(&exp.variants[0].testbed, work.path(), None).unwrap();
         Bed { bed, _work: work }
     }
 
@@ -68,7 +68,7 @@ impl Drop for Bed {
 /// prepare_inputs, prepare, run, cleanup (always) of one workload table.
 pub fn run_on(bed: &Bed, workload: &str) -> Vec<Metric> {
     let exp = experiment::parse(&spec("fs = \"tmpfs\"", workload), None).unwrap();
-    let mut w = workload::build(&exp.workloads[0], exp.seed).unwrap();
+    let mut w = exp.workloads[0].build(exp.seed);
     let ctx = bed.ctx();
     w.prepare_inputs(&ctx.cache_dir).unwrap();
     w.prepare(&ctx).unwrap();

@@ -1,0 +1,293 @@
+//! What a report says, decided once for every format: the headline (what
+//! was decided, what was not and what it would take, which runs failed and
+//! why), the columns of the verdict table and the notes of a row. A new
+//! column or note is one entry in [`VERDICT_COLUMNS`] or one `if` in
+//! [`notes`]; the terminal, Markdown and HTML renderers loop over them.
+
+use super::data::ComparisonData;
+use crate::analysis::ComparisonRow;
+use crate::human;
+use crate::record::RunStatus;
+use crate::stats::Verdict;
+use crate::store::StoredRun;
+
+/// Verdict counts of a set of rows.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Tally {
+    pub regressed: usize,
+    pub improved: usize,
+    pub no_change: usize,
+    pub inconclusive: usize,
+    /// `runs_needed` of the inconclusive rows that have an estimate.
+    pub runs_needed: Vec<usize>,
+}
+
+impl Tally {
+    fn add(&mut self, r: &ComparisonRow) {
+        match r.verdict {
+            Verdict::Regressed => self.regressed += 1,
+            Verdict::Improved => self.improved += 1,
+            Verdict::NoChange => self.no_change += 1,
+            Verdict::Inconclusive => {
+                self.inconclusive += 1;
+                self.runs_needed.extend(r.runs_needed);
+            }
+        }
+    }
+
+    pub fn total(&self) -> usize {
+        self.regressed + self.improved + self.no_change + self.inconclusive
+    }
+
+    pub fn decided(&self) -> usize {
+        self.regressed + self.improved + self.no_change
+    }
+
+    /// `1 regressed, 2 no change` (only the non-zero decided counts).
+    fn decided_text(&self) -> String {
+        let parts: Vec<String> =
+            [(self.regressed, "regressed"), (self.improved, "improved"), (self.no_change, "no change")]
+                .iter()
+                .filter(|(n, _)| *n > 0)
+                .map(|(n, what)| format!("{n} {what}"))
+                .collect();
+        parts.join(", ")
+    }
+
+    /// ` (about 8–14 runs per variant would decide them)`.
+    fn needed_text(&self) -> String {
+        let them = if self.inconclusive == 1 { "it" } else { "them" };
+        let unknown = self.inconclusive - self.runs_needed.len();
+        let unknown = if unknown > 0 { format!("; no estimate for {unknown}") } else { String::new() };
+        match (self.runs_needed.iter().min(), self.runs_needed.iter().max()) {
+            (Some(a), Some(b)) if a == b => format!(" (about {a} runs per variant would decide {them}{unknown})"),
+            (Some(a), Some(b)) => format!(" (about {a}–{b} runs per variant would decide {them}{unknown})"),
+            _ => format!(" (no estimate of the runs that would decide {them})"),
+        }
+    }
+
+    /// The decisive rows' sentence: what was decided, then what was not.
+    fn sentence(&self) -> String {
+        let (decided, n) = (self.decided(), self.inconclusive);
+        match (decided, n) {
+            (_, 0) => format!("Decided: {}.", self.decided_text()),
+            (0, 1) => format!("Nothing decided: the one comparison is inconclusive{}.", self.needed_text()),
+            (0, 2) => format!("Nothing decided: both comparisons are inconclusive{}.", self.needed_text()),
+            (0, _) => format!("Nothing decided: all {n} comparisons are inconclusive{}.", self.needed_text()),
+            _ => format!("Decided: {}. Not decided: {n} inconclusive{}.", self.decided_text(), self.needed_text()),
+        }
+    }
+
+    /// All counts in one list: `2 no change, 3 inconclusive (about …)`.
+    fn counts_text(&self) -> String {
+        let mut text = self.decided_text();
+        if self.inconclusive > 0 {
+            if !text.is_empty() {
+                text.push_str(", ");
+            }
+            text.push_str(&format!("{} inconclusive{}", self.inconclusive, self.needed_text()));
+        }
+        text
+    }
+}
+
+/// Failed runs that share one error message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FailureGroup {
+    pub error: String,
+    /// `(seq, variant, workload)` of each run.
+    pub runs: Vec<(usize, String, String)>,
+}
+
+/// The answer a report opens with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Headline {
+    /// Rows of the metrics that decide their workload.
+    pub decisive: Tally,
+    /// The other rows (CPU time beside wall time, phase splits).
+    pub side: Tally,
+    pub runs_total: usize,
+    pub runs_failed: usize,
+    pub failures: Vec<FailureGroup>,
+}
+
+impl Headline {
+    pub fn new<'a>(c: &ComparisonData, runs: impl IntoIterator<Item = &'a StoredRun>) -> Headline {
+        let (mut decisive, mut side) = (Tally::default(), Tally::default());
+        for r in &c.rows {
+            if c.is_decisive(r) {
+                decisive.add(r);
+            } else {
+                side.add(r);
+            }
+        }
+        let mut failures: Vec<FailureGroup> = Vec::new();
+        let mut runs_total = 0;
+        for r in runs {
+            runs_total += 1;
+            if r.status == RunStatus::Ok {
+                continue;
+            }
+            let error = r.error.clone().unwrap_or_else(|| format!("{} (no error recorded)", r.status.as_str()));
+            let run = (r.seq, r.variant.clone(), r.workload.clone());
+            match failures.iter_mut().find(|g| g.error == error) {
+                Some(g) => g.runs.push(run),
+                None => failures.push(FailureGroup { error, runs: vec![run] }),
+            }
+        }
+        let runs_failed = failures.iter().map(|g| g.runs.len()).sum();
+        Headline { decisive, side, runs_total, runs_failed, failures }
+    }
+
+    /// The headline as plain sentences, most important first.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.decisive.total() == 0 && self.side.total() == 0 {
+            lines.push("No comparisons yet (needs successful runs of the baseline and another variant).".to_string());
+        } else {
+            if self.decisive.total() > 0 {
+                lines.push(self.decisive.sentence());
+            }
+            if self.side.total() > 0 {
+                lines.push(format!("Side metrics (they do not decide a workload): {}.", self.side.counts_text()));
+            }
+        }
+        if self.runs_failed > 0 {
+            lines.push(format!("{} of {} runs failed; why:", self.runs_failed, self.runs_total));
+        }
+        lines
+    }
+
+    /// One line per distinct error: `runs 2, 5 (b / untar): mount: …`.
+    pub fn failure_lines(&self) -> Vec<String> {
+        self.failures.iter().map(|g| format!("{}: {}", runs_text(&g.runs), g.error)).collect()
+    }
+}
+
+/// `runs 2, 5 (b / untar)`, grouping runs of the same variant and workload.
+pub fn runs_text(runs: &[(usize, String, String)]) -> String {
+    let mut groups: Vec<(&str, &str, Vec<usize>)> = Vec::new();
+    for (seq, v, w) in runs {
+        match groups.iter_mut().find(|g| g.0 == v && g.1 == w) {
+            Some(g) => g.2.push(*seq),
+            None => groups.push((v, w, vec![*seq])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(v, w, seqs)| {
+            let list: Vec<String> = seqs.iter().map(|s| s.to_string()).collect();
+            format!("{} {} ({v} / {w})", if seqs.len() == 1 { "run" } else { "runs" }, list.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Remarks on a row beside its verdict.
+pub fn notes(r: &ComparisonRow) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(n) = r.runs_needed.filter(|_| r.verdict == Verdict::Inconclusive) {
+        notes.push(format!("about {n} runs per variant needed"));
+    }
+    if r.disagreement {
+        notes.push("Welch and Mann-Whitney disagree".to_string());
+    }
+    if !r.outliers_baseline.is_empty() || !r.outliers_variant.is_empty() {
+        notes.push(format!(
+            "outlier runs flagged: {} {:?}, {} {:?}",
+            r.baseline, r.outliers_baseline, r.variant, r.outliers_variant
+        ));
+    }
+    notes
+}
+
+/// How a column's cells are shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Cell {
+    Text,
+    /// Right-aligned figures.
+    Number,
+    /// The verdict word (coloured in HTML, bold in Markdown when decided).
+    Verdict,
+}
+
+/// One column of the verdict table.
+pub struct Column {
+    pub header: &'static str,
+    pub cell: Cell,
+    /// Shown in the compact Markdown table too (HTML shows every column).
+    pub compact: bool,
+    pub value: fn(&ComparisonRow) -> String,
+}
+
+/// The verdict table's columns, in order.
+pub const VERDICT_COLUMNS: &[Column] = &[
+    Column { header: "metric", cell: Cell::Text, compact: true, value: |r| format!("{}/{}", r.workload, r.metric) },
+    Column { header: "unit", cell: Cell::Text, compact: true, value: |r| r.unit.clone() },
+    Column { header: "variant", cell: Cell::Text, compact: true, value: |r| r.variant.clone() },
+    Column { header: "mean", cell: Cell::Text, compact: true, value: |r| r.mean_kind.label().to_string() },
+    Column { header: "baseline", cell: Cell::Number, compact: true, value: |r| human::number(r.mean_baseline) },
+    Column { header: "variant mean", cell: Cell::Number, compact: true, value: |r| human::number(r.mean_variant) },
+    Column { header: "change", cell: Cell::Number, compact: true, value: |r| human::change_pct(r.change_pct) },
+    Column {
+        header: "95% CI",
+        cell: Cell::Number,
+        compact: true,
+        value: |r| human::ci_pct(r.ci_low_pct, r.ci_high_pct),
+    },
+    Column { header: "p", cell: Cell::Number, compact: false, value: |r| human::p_value(r.p_value) },
+    Column { header: "p (BH)", cell: Cell::Number, compact: true, value: |r| human::p_value(r.p_adjusted) },
+    Column {
+        header: "Mann-Whitney p",
+        cell: Cell::Number,
+        compact: false,
+        value: |r| r.mann_whitney_p.map(human::p_value).unwrap_or_else(|| human::NONE.into()),
+    },
+    Column { header: "n", cell: Cell::Number, compact: true, value: |r| format!("{}+{}", r.n_baseline, r.n_variant) },
+    Column {
+        header: "CV",
+        cell: Cell::Number,
+        compact: false,
+        value: |r| format!("{} / {}", human::percent(r.cv_baseline * 100.0), human::percent(r.cv_variant * 100.0)),
+    },
+    Column { header: "verdict", cell: Cell::Verdict, compact: true, value: |r| r.verdict.to_string() },
+    Column { header: "notes", cell: Cell::Text, compact: true, value: |r| notes(r).join("; ") },
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tally(regressed: usize, no_change: usize, inconclusive: usize, needed: &[usize]) -> Tally {
+        Tally { regressed, improved: 0, no_change, inconclusive, runs_needed: needed.to_vec() }
+    }
+
+    #[test]
+    fn sentences_say_what_was_decided() {
+        assert_eq!(tally(1, 2, 0, &[]).sentence(), "Decided: 1 regressed, 2 no change.");
+        assert_eq!(
+            tally(0, 0, 3, &[8, 14]).sentence(),
+            "Nothing decided: all 3 comparisons are inconclusive (about 8–14 runs per variant would decide them; \
+             no estimate for 1)."
+        );
+        assert_eq!(
+            tally(0, 0, 1, &[6]).sentence(),
+            "Nothing decided: the one comparison is inconclusive (about 6 runs per variant would decide it)."
+        );
+        assert_eq!(
+            tally(0, 1, 2, &[]).sentence(),
+            "Decided: 1 no change. Not decided: 2 inconclusive (no estimate of the runs that would decide them)."
+        );
+        assert_eq!(
+            tally(0, 1, 2, &[5, 5]).counts_text(),
+            "1 no change, 2 inconclusive (about 5 runs per variant would decide them)"
+        );
+    }
+
+    #[test]
+    fn runs_are_grouped() {
+        let runs =
+            vec![(2, "b".to_string(), "w".to_string()), (5, "b".into(), "w".into()), (7, "a".into(), "w".into())];
+        assert_eq!(runs_text(&runs), "runs 2, 5 (b / w); run 7 (a / w)");
+    }
+}

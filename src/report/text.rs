@@ -1,0 +1,198 @@
+//! `--format text`: what a terminal shows. The comparison is the mmtests
+//! compare layout:
+//!
+//! ```text
+//! Hmean  untar/files_per_s   1234.5 (  0.00%)   1100.2 * -10.88%*
+//! ```
+//!
+//! One line per metric, one column per variant (baseline first). A change
+//! whose verdict is `regressed` or `improved` is wrapped in `*…*`. The
+//! percentage is the relative change of the mean; the verdict column says
+//! whether that is better or worse. A detail line per change and the
+//! headline of [`super::summary`] follow.
+
+use std::fmt::Write;
+
+use anyhow::Result;
+use comfy_table::{presets::NOTHING, Cell, CellAlignment, Table};
+
+use super::data::ReportData;
+use super::summary::{notes, Headline};
+use super::{unsupported, CompareReport, Exporter, Format};
+use crate::analysis::ComparisonRow;
+use crate::human;
+use crate::stats::Verdict;
+use crate::store::{ExperimentSummary, Store};
+
+pub struct Text;
+
+impl Exporter for Text {
+    fn comparison(&self, report: &CompareReport) -> Result<String> {
+        comparison_table(report)
+    }
+
+    fn report(&self, _: &ReportData) -> Result<String> {
+        unsupported(Format::Text, "a report (use --format markdown)")
+    }
+
+    fn runs(&self, _: &Store, _: i64) -> Result<String> {
+        unsupported(Format::Text, "an export (use --format json or csv)")
+    }
+
+    /// `   1  2026-01-01T00:00:00Z  complete      10 ok   0 failed  name`.
+    fn experiments(&self, list: &[ExperimentSummary]) -> Result<String> {
+        let mut out = String::new();
+        for e in list {
+            writeln!(
+                out,
+                "{:>4}  {}  {:<11}  {:>3} ok {:>3} failed  {}",
+                e.id, e.created_at, e.status, e.runs_ok, e.runs_failed, e.name
+            )?;
+        }
+        Ok(out)
+    }
+}
+
+fn comparison_table(report: &CompareReport) -> Result<String> {
+    let c = report.comparison;
+    let mut out = String::new();
+    writeln!(
+        out,
+        "experiment {} `{}`: baseline {}, θ = ±{}%, α = {}",
+        report.experiment_id,
+        report.experiment_name,
+        c.baseline,
+        human::number(c.theta * 100.0),
+        c.alpha
+    )?;
+    let headline = Headline::new(c, report.runs);
+    if c.rows.is_empty() {
+        headline_lines(&headline, &mut out)?;
+        hostile_findings(report, &mut out)?;
+        return Ok(out);
+    }
+    let others: Vec<&String> = c.variants.iter().filter(|v| **v != c.baseline).collect();
+    let mut table = Table::new();
+    table.load_style(NOTHING);
+    let mut header = vec![Cell::new(""), Cell::new("")];
+    header.push(Cell::new(&c.baseline));
+    header.extend(others.iter().map(Cell::new));
+    header.extend(others.iter().map(|v| Cell::new(format!("verdict {v}"))));
+    table.set_header(header);
+
+    let mut keys: Vec<(&str, &str)> = Vec::new();
+    for r in &c.rows {
+        if !keys.contains(&(r.workload.as_str(), r.metric.as_str())) {
+            keys.push((&r.workload, &r.metric));
+        }
+    }
+    for (workload, metric) in keys {
+        let rows: Vec<&ComparisonRow> =
+            c.rows.iter().filter(|r| r.workload == workload && r.metric == metric).collect();
+        let first = rows[0];
+        let mut line = vec![
+            Cell::new(first.mean_kind.label()),
+            Cell::new(format!("{workload}/{metric}")),
+            Cell::new(format!("{} (  0.00%)", human::number(first.mean_baseline))).set_alignment(CellAlignment::Right),
+        ];
+        let mut verdicts = Vec::new();
+        for variant in &others {
+            match rows.iter().find(|r| &&r.variant == variant) {
+                Some(r) => {
+                    line.push(
+                        Cell::new(format!("{} {}", human::number(r.mean_variant), marked_change(r)))
+                            .set_alignment(CellAlignment::Right),
+                    );
+                    verdicts.push(Cell::new(r.verdict.to_string()));
+                }
+                None => {
+                    line.push(Cell::new(human::NONE));
+                    verdicts.push(Cell::new(human::NONE));
+                }
+            }
+        }
+        line.extend(verdicts);
+        table.add_row(line);
+    }
+    writeln!(out, "{table}")?;
+    writeln!(out)?;
+    for r in &c.rows {
+        let notes = notes(r);
+        writeln!(
+            out,
+            "{} vs {}: {}/{} {} [95% CI {}, {}] {} n={}+{} cv={}/{} → {}{}",
+            r.variant,
+            r.baseline,
+            r.workload,
+            r.metric,
+            human::change_pct(r.change_pct),
+            human::change_pct(r.ci_low_pct),
+            human::change_pct(r.ci_high_pct),
+            human::p_equation(r.p_adjusted),
+            r.n_baseline,
+            r.n_variant,
+            human::percent(r.cv_baseline * 100.0),
+            human::percent(r.cv_variant * 100.0),
+            r.verdict,
+            if notes.is_empty() { String::new() } else { format!(" ({})", notes.join("; ")) }
+        )?;
+    }
+    writeln!(out)?;
+    headline_lines(&headline, &mut out)?;
+    hostile_findings(report, &mut out)?;
+    Ok(out)
+}
+
+fn headline_lines(headline: &Headline, out: &mut String) -> Result<()> {
+    for line in headline.lines() {
+        writeln!(out, "{line}")?;
+    }
+    for line in headline.failure_lines() {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}
+
+/// Doctor findings recorded when the experiment started.
+fn hostile_findings(report: &CompareReport, out: &mut String) -> Result<()> {
+    if !report.hostile.is_empty() {
+        writeln!(out, "\nbenchmark-hostile findings when this experiment ran (`fslab doctor` for details):")?;
+        for line in &report.hostile {
+            writeln!(out, "  {line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// `( -1.23%)` or, for a decisive change, `* -10.88%*` (mmtests style).
+fn marked_change(r: &ComparisonRow) -> String {
+    if !r.change_pct.is_finite() {
+        return format!("({:>8})", human::NONE);
+    }
+    match r.verdict {
+        Verdict::Regressed | Verdict::Improved => format!("*{:7.2}%*", r.change_pct),
+        _ => format!("({:7.2}%)", r.change_pct),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::fixture;
+
+    #[test]
+    fn comparison_table_snapshot() {
+        let d = fixture::decided();
+        let runs = fixture::stored_runs(&d);
+        insta::assert_snapshot!("compare_decided", Text.comparison(&fixture::compare_report(&d, &runs)).unwrap());
+    }
+
+    #[test]
+    fn comparison_table_of_an_undecided_experiment_with_failed_runs_snapshot() {
+        let d = fixture::undecided_with_failures();
+        let runs = fixture::stored_runs(&d);
+        let text = Text.comparison(&fixture::compare_report(&d, &runs)).unwrap();
+        assert!(text.contains("Nothing decided") && text.contains("workload timed out"), "{text}");
+        insta::assert_snapshot!("compare_undecided_failed", text);
+    }
+}

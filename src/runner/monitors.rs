@@ -1,0 +1,140 @@
+//! The monitors that run beside every measured part, behind one trait.
+//!
+//! Each monitor starts just before the measured part and stops just after
+//! it, and puts what it saw into the run record. [`MONITORS`] is the one
+//! list; the runner starts them in list order and stops them in reverse. A
+//! monitor that cannot start or stop does not fail the run (the
+//! measurement itself is fine): its error is recorded in the run's notes,
+//! never dropped.
+
+use std::path::Path;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+
+use crate::fsinternal::FsSnapshot;
+use crate::monitor::blocktrace::BlockTraceMonitor;
+use crate::monitor::Monitor;
+use crate::record::{RunRecord, EXTRA_FS_AFTER, EXTRA_FS_BEFORE, EXTRA_FS_DELTA};
+use crate::testbed::Testbed;
+
+/// What a monitor watches.
+pub struct Watch<'a> {
+    pub testbed: &'a Testbed,
+    pub interval: Duration,
+}
+
+/// One kind of evidence collected beside the measured part.
+pub trait RunMonitor {
+    /// Short name, used in notes about its failures.
+    fn name(&self) -> &'static str;
+    /// Start watching (just before the measured part).
+    fn start(&mut self, watch: &Watch) -> Result<()>;
+    /// Stop watching (just after) and store what it saw in `record`.
+    fn stop(&mut self, watch: &Watch, record: &mut RunRecord) -> Result<()>;
+}
+
+/// Builds each monitor for one run, in start order.
+pub const MONITORS: &[fn() -> Box<dyn RunMonitor>] =
+    &[|| Box::new(FsInternals::default()), || Box::new(Sampler::default()), || Box::new(BlockTrace::default())];
+
+/// Start every monitor; failures become notes in `record`.
+pub fn start_all(watch: &Watch, record: &mut RunRecord) -> Vec<Box<dyn RunMonitor>> {
+    let mut running = Vec::new();
+    for make in MONITORS {
+        let mut monitor = make();
+        match monitor.start(watch) {
+            Ok(()) => running.push(monitor),
+            Err(e) => record.notes.push(format!("monitor `{}` did not start: {e:#}", monitor.name())),
+        }
+    }
+    running
+}
+
+/// Stop monitors in reverse start order; failures become notes in `record`.
+pub fn stop_all(monitors: Vec<Box<dyn RunMonitor>>, watch: &Watch, record: &mut RunRecord) {
+    for mut monitor in monitors.into_iter().rev() {
+        if let Err(e) = monitor.stop(watch, record) {
+            record.notes.push(format!("monitor `{}` failed: {e:#}", monitor.name()));
+        }
+    }
+}
+
+/// diskstats → iostat `-x` columns, and CPU, sampled every interval.
+#[derive(Default)]
+struct Sampler(Option<Monitor>);
+
+impl RunMonitor for Sampler {
+    fn name(&self) -> &'static str {
+        "iostat/cpu sampler"
+    }
+
+    fn start(&mut self, watch: &Watch) -> Result<()> {
+        self.0 = Some(Monitor::start(watch.testbed.device_name.clone(), watch.interval)?);
+        Ok(())
+    }
+
+    fn stop(&mut self, _watch: &Watch, record: &mut RunRecord) -> Result<()> {
+        let monitor = self.0.take().context("not started")?;
+        record.monitor = Some(monitor.stop()?);
+        Ok(())
+    }
+}
+
+/// The tracefs block trace of the testbed's device (request sizes,
+/// latencies, flags). Off, with the reason stored, when it cannot run.
+#[derive(Default)]
+struct BlockTrace(Option<BlockTraceMonitor>);
+
+impl RunMonitor for BlockTrace {
+    fn name(&self) -> &'static str {
+        "block trace"
+    }
+
+    fn start(&mut self, watch: &Watch) -> Result<()> {
+        self.0 = Some(BlockTraceMonitor::start(watch.testbed.device.as_deref()));
+        Ok(())
+    }
+
+    fn stop(&mut self, _watch: &Watch, record: &mut RunRecord) -> Result<()> {
+        let tracer = self.0.take().context("not started")?;
+        record.blocktrace = Some(serde_json::to_value(tracer.stop())?);
+        Ok(())
+    }
+}
+
+/// Filesystem internals (ext4 allocator, XFS stats, btrfs allocation)
+/// before and after, and the delta, for kinds that have them.
+#[derive(Default)]
+struct FsInternals(Option<FsSnapshot>);
+
+impl FsInternals {
+    fn take(testbed: &Testbed) -> Option<Result<FsSnapshot>> {
+        let device = testbed.device_name.as_deref()?;
+        testbed.kind.fs().snapshot(device, Path::new(&testbed.mountpoint))
+    }
+
+    fn store(record: &mut RunRecord, kind: &str, value: impl serde::Serialize) -> Result<()> {
+        record.fs_snapshots.push((kind.to_string(), serde_json::to_value(value)?));
+        Ok(())
+    }
+}
+
+impl RunMonitor for FsInternals {
+    fn name(&self) -> &'static str {
+        "filesystem internals"
+    }
+
+    fn start(&mut self, watch: &Watch) -> Result<()> {
+        self.0 = Self::take(watch.testbed).transpose().context("before the run")?;
+        Ok(())
+    }
+
+    fn stop(&mut self, watch: &Watch, record: &mut RunRecord) -> Result<()> {
+        let Some(before) = self.0.take() else { return Ok(()) };
+        Self::store(record, EXTRA_FS_BEFORE, &before)?;
+        let Some(after) = Self::take(watch.testbed).transpose().context("after the run")? else { return Ok(()) };
+        Self::store(record, EXTRA_FS_AFTER, &after)?;
+        Self::store(record, EXTRA_FS_DELTA, crate::fsinternal::delta(&before, &after))
+    }
+}

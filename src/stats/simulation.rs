@@ -1,0 +1,429 @@
+//! Monte-Carlo error rates of the change-point detector and the CI gate, on
+//! synthetic series whose truth is known. `fslab simulate-changepoints` runs
+//! these and prints the tables kept in BENCHMARKS.md.
+//!
+//! Noise models:
+//! * change points: i.i.d. noise of sd 1 around a level (Gaussian, or
+//!   Student t with 3 df scaled to sd 1 for heavy tails) and one step of
+//!   `k` sd; the detector is scale-free, so only `k` matters.
+//! * gate: each experiment is `runs` runs of `μ·exp(b + w)`, with a
+//!   per-experiment offset `b ~ N(0, between)` (boot-to-boot drift) and
+//!   per-run noise `w ~ N(0, cv)`; a lower-is-better time metric; the newest
+//!   experiment is multiplied by `1 + step`.
+//! * bisection oracle: runs of `μ·exp(w)`, `w ~ N(0, 2%)`, the bad end `k`
+//!   noise sd above the good one, the candidate at good, at bad or halfway.
+
+use rand_chacha::ChaCha8Rng;
+use rand_core::{Rng, SeedableRng};
+use serde::Serialize;
+
+use super::changepoint::{detect, ChangePointConfig};
+use super::gate::{check_experiment, check_history, GateConfig, GateOutcome, MetricHistory, MetricRuns};
+use super::history::HistoryPoint;
+use super::oracle::{classify, Side};
+
+/// Normal and Student-t draws from ChaCha8. Box–Muller by hand: the crate
+/// has `rand_core` but not `rand_distr`, and two draws need no dependency.
+struct Draws(ChaCha8Rng);
+
+impl Draws {
+    fn new(seed: u64) -> Draws {
+        Draws(ChaCha8Rng::seed_from_u64(seed))
+    }
+
+    /// Uniform in (0, 1].
+    fn uniform(&mut self) -> f64 {
+        ((self.0.next_u64() >> 11) + 1) as f64 / (1u64 << 53) as f64
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.0.next_u64() % n as u64) as usize
+    }
+
+    fn normal(&mut self) -> f64 {
+        let (u1, u2) = (self.uniform(), self.uniform());
+        (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+
+    /// Student t with 3 df, scaled to sd 1 (its variance is 3).
+    fn t3(&mut self) -> f64 {
+        let z = self.normal();
+        let chi2: f64 = (0..3).map(|_| self.normal().powi(2)).sum();
+        z / (chi2 / 3.0).sqrt() / 3f64.sqrt()
+    }
+
+    fn noise(&mut self, noise: Noise) -> f64 {
+        match noise {
+            Noise::Gaussian => self.normal(),
+            Noise::HeavyTailed => self.t3(),
+        }
+    }
+}
+
+/// Noise distribution of a synthetic series.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Noise {
+    Gaussian,
+    /// Student t, 3 degrees of freedom, scaled to sd 1.
+    HeavyTailed,
+}
+
+/// Where the step of a change-point scenario is.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StepAt {
+    /// No step: every change point is false.
+    Nowhere,
+    /// Uniformly between a quarter and three quarters of the series.
+    Middle,
+    /// This many points before the end.
+    FromEnd(usize),
+}
+
+/// One row of the change-point table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ChangePointAccuracy {
+    pub noise: Noise,
+    /// Step size in noise sd (0 for stationary series).
+    pub step_sd: f64,
+    pub step_at: StepAt,
+    /// Points per series.
+    pub length: usize,
+    pub series: usize,
+    /// Series with a change point within ±2 points of the step, %.
+    pub found_pct: f64,
+    /// Series with a change point exactly at the step, %.
+    pub exact_pct: f64,
+    /// Mean |position error| of the change point nearest the step, over
+    /// series that have one within ±10.
+    pub mean_abs_error: f64,
+    /// Change points farther than 10 points from the step (all of them on
+    /// stationary series), per 1,000 points.
+    pub false_per_1000: f64,
+}
+
+/// The scenarios of the change-point table: stationary series, steps of
+/// 2, 3 and 5 sd in the middle of a 100-point series, a 3 sd step 10 and 5
+/// points before the end, and heavy-tailed noise.
+pub fn changepoint_scenarios() -> Vec<(Noise, f64, StepAt, usize)> {
+    use Noise::*;
+    vec![
+        (Gaussian, 0.0, StepAt::Nowhere, 200),
+        (HeavyTailed, 0.0, StepAt::Nowhere, 200),
+        (Gaussian, 2.0, StepAt::Middle, 100),
+        (Gaussian, 3.0, StepAt::Middle, 100),
+        (Gaussian, 5.0, StepAt::Middle, 100),
+        (Gaussian, 3.0, StepAt::FromEnd(10), 100),
+        (Gaussian, 3.0, StepAt::FromEnd(5), 100),
+        (HeavyTailed, 3.0, StepAt::Middle, 100),
+    ]
+}
+
+/// Run one change-point scenario on `series` synthetic series.
+pub fn changepoint_accuracy(
+    cfg: &ChangePointConfig,
+    (noise, step_sd, step_at, length): (Noise, f64, StepAt, usize),
+    series: usize,
+    seed: u64,
+) -> ChangePointAccuracy {
+    let mut draws = Draws::new(seed);
+    let (mut found, mut exact, mut near, mut abs_err, mut false_cps) = (0usize, 0usize, 0usize, 0usize, 0usize);
+    for _ in 0..series {
+        let step = match step_at {
+            StepAt::Nowhere => None,
+            StepAt::Middle => Some(length / 4 + draws.below(length / 2 + 1)),
+            StepAt::FromEnd(k) => Some(length - k),
+        };
+        let xs: Vec<f64> = (0..length)
+            .map(|i| draws.noise(noise) + if step.is_some_and(|s| i >= s) { step_sd } else { 0.0 })
+            .collect();
+        let cps = detect(&xs, cfg).change_points;
+        let dist = |c: usize| step.map_or(usize::MAX, |s| c.abs_diff(s));
+        false_cps += cps.iter().filter(|c| dist(c.index) > 10).count();
+        if let Some(best) = cps.iter().map(|c| dist(c.index)).min() {
+            if best <= 10 {
+                near += 1;
+                abs_err += best;
+            }
+            found += usize::from(best <= 2);
+            exact += usize::from(best == 0);
+        }
+    }
+    let pct = |k: usize| 100.0 * k as f64 / series as f64;
+    ChangePointAccuracy {
+        noise,
+        step_sd,
+        step_at,
+        length,
+        series,
+        found_pct: if step_at == StepAt::Nowhere { f64::NAN } else { pct(found) },
+        exact_pct: if step_at == StepAt::Nowhere { f64::NAN } else { pct(exact) },
+        mean_abs_error: if near == 0 { f64::NAN } else { abs_err as f64 / near as f64 },
+        false_per_1000: 1000.0 * false_cps as f64 / (series * length) as f64,
+    }
+}
+
+/// What the gate is checked against in a [`GateRates`] row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Against {
+    /// The last `history` experiments.
+    History,
+    /// One earlier experiment.
+    Experiment,
+}
+
+/// One row of the gate table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct GateRates {
+    pub against: Against,
+    /// Per-run coefficient of variation.
+    pub cv: f64,
+    /// Sd of the per-experiment offset, as a fraction of the mean.
+    pub between: f64,
+    pub runs: usize,
+    /// Baseline experiments (1 against an experiment).
+    pub history: usize,
+    /// Checks per column.
+    pub checks: usize,
+    /// Regression verdicts on an unchanged newest experiment, per 1,000 checks.
+    pub false_alarms_per_1000: f64,
+    /// Improvement verdicts on an unchanged newest experiment, per 1,000.
+    pub false_improvements_per_1000: f64,
+    /// Inconclusive verdicts on an unchanged newest experiment, %.
+    pub inconclusive_pct: f64,
+    /// Regression verdicts for a 5% slowdown, %.
+    pub detected_5_pct: f64,
+    /// Regression verdicts for a 10% slowdown, %.
+    pub detected_10_pct: f64,
+}
+
+/// The scenarios of the gate table: `(against, cv, between, runs, history)`.
+pub fn gate_scenarios() -> Vec<(Against, f64, f64, usize, usize)> {
+    let mut v = Vec::new();
+    for cv in [0.01, 0.02, 0.05] {
+        v.push((Against::History, cv, cv / 2.0, 5, 64));
+    }
+    v.push((Against::History, 0.02, 0.01, 5, 10));
+    v.push((Against::History, 0.02, 0.0, 5, 64));
+    for cv in [0.01, 0.02, 0.05] {
+        v.push((Against::Experiment, cv, 0.0, 5, 1));
+    }
+    v.push((Against::Experiment, 0.02, 0.01, 5, 1));
+    v
+}
+
+/// Run one gate scenario: `checks` gate checks each on unchanged, +5% and
+/// +10% newest experiments.
+pub fn gate_error_rates(
+    cfg: &GateConfig,
+    (against, cv, between, runs, history): (Against, f64, f64, usize, usize),
+    checks: usize,
+    seed: u64,
+) -> GateRates {
+    let mut draws = Draws::new(seed);
+    let experiment = |draws: &mut Draws, factor: f64| -> Vec<f64> {
+        let b = between * draws.normal();
+        (0..runs).map(|_| 100.0 * factor * (b + cv * draws.normal()).exp()).collect()
+    };
+    let outcomes = |draws: &mut Draws, step: f64| -> Vec<GateOutcome> {
+        (0..checks)
+            .map(|_| {
+                let newest = experiment(draws, 1.0 + step);
+                let report = match against {
+                    Against::History => {
+                        let points: Vec<HistoryPoint> =
+                            (0..history).map(|_| HistoryPoint::from_values(&experiment(draws, 1.0), false)).collect();
+                        let m = MetricHistory {
+                            name: "t",
+                            higher_is_better: false,
+                            decisive: true,
+                            history: &points,
+                            newest: HistoryPoint::from_values(&newest, false),
+                        };
+                        check_history(&[m], cfg)
+                    }
+                    Against::Experiment => {
+                        let baseline = experiment(draws, 1.0);
+                        let m = MetricRuns {
+                            name: "t",
+                            higher_is_better: false,
+                            decisive: true,
+                            baseline: &baseline,
+                            newest: &newest,
+                        };
+                        check_experiment(&[m], cfg)
+                    }
+                };
+                report.outcome()
+            })
+            .collect()
+    };
+    let same = outcomes(&mut draws, 0.0);
+    let five = outcomes(&mut draws, 0.05);
+    let ten = outcomes(&mut draws, 0.10);
+    let count = |v: &[GateOutcome], o| v.iter().filter(|&&x| x == o).count() as f64;
+    let per_1000 = |v: &[GateOutcome], o| 1000.0 * count(v, o) / checks as f64;
+    let pct = |v: &[GateOutcome], o| 100.0 * count(v, o) / checks as f64;
+    GateRates {
+        against,
+        cv,
+        between,
+        runs,
+        history,
+        checks,
+        false_alarms_per_1000: per_1000(&same, GateOutcome::Regression),
+        false_improvements_per_1000: per_1000(&same, GateOutcome::Improvement),
+        inconclusive_pct: pct(&same, GateOutcome::Inconclusive),
+        detected_5_pct: pct(&five, GateOutcome::Regression),
+        detected_10_pct: pct(&ten, GateOutcome::Regression),
+    }
+}
+
+/// Where the candidate of an oracle scenario really is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Truth {
+    Good,
+    Bad,
+    /// Halfway between the ends: no right answer; it should stay unknown.
+    Halfway,
+}
+
+/// One row of the oracle table.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct OracleRates {
+    /// Bad end above good, in run noise sd.
+    pub step_sd: f64,
+    pub truth: Truth,
+    /// Runs per side before the first question, and the most after rounds.
+    pub start_runs: usize,
+    pub max_runs: usize,
+    /// Error level per step; each question uses `alpha / questions`.
+    pub alpha: f64,
+    pub steps: usize,
+    /// Steps answered good / bad, %.
+    pub good_pct: f64,
+    pub bad_pct: f64,
+    /// Steps still unknown at `max_runs`, %.
+    pub undecided_pct: f64,
+    /// Mean runs per side when the step ended.
+    pub mean_runs: f64,
+}
+
+/// The scenarios of the oracle table: `(step_sd, truth)`.
+pub fn oracle_scenarios() -> Vec<(f64, Truth)> {
+    let mut v = Vec::new();
+    for step in [2.0, 3.0, 5.0] {
+        v.push((step, Truth::Good));
+        v.push((step, Truth::Bad));
+    }
+    v.push((3.0, Truth::Halfway));
+    v
+}
+
+/// One oracle scenario: each step starts with `start_runs` runs of good,
+/// bad and the candidate and adds one run to each until the oracle decides
+/// or `max_runs` is reached, as `bisect-commits` would.
+pub fn oracle_rates(
+    (step_sd, truth): (f64, Truth),
+    (start_runs, max_runs): (usize, usize),
+    alpha: f64,
+    steps: usize,
+    seed: u64,
+) -> OracleRates {
+    const CV: f64 = 0.02;
+    let mut draws = Draws::new(seed);
+    let questions = (max_runs.max(start_runs) - start_runs + 1) as f64;
+    let level = |shift: f64, d: &mut Draws| 100.0 * (shift * CV + CV * d.normal()).exp();
+    let at = match truth {
+        Truth::Good => 0.0,
+        Truth::Bad => step_sd,
+        Truth::Halfway => step_sd / 2.0,
+    };
+    let (mut good, mut bad, mut runs_total) = (0usize, 0usize, 0usize);
+    for _ in 0..steps {
+        let (mut g, mut b, mut c) = (Vec::new(), Vec::new(), Vec::new());
+        loop {
+            let target = if c.is_empty() { start_runs.max(2) } else { c.len() + 1 };
+            while c.len() < target {
+                g.push(level(0.0, &mut draws));
+                b.push(level(step_sd, &mut draws));
+                c.push(level(at, &mut draws));
+            }
+            let side = classify(&g, &b, &c, alpha / questions).side;
+            if side != Side::Unknown || c.len() >= max_runs {
+                good += usize::from(side == Side::Good);
+                bad += usize::from(side == Side::Bad);
+                runs_total += c.len();
+                break;
+            }
+        }
+    }
+    let pct = |k: usize| 100.0 * k as f64 / steps as f64;
+    OracleRates {
+        step_sd,
+        truth,
+        start_runs,
+        max_runs,
+        alpha,
+        steps,
+        good_pct: pct(good),
+        bad_pct: pct(bad),
+        undecided_pct: pct(steps - good - bad),
+        mean_runs: runs_total as f64 / steps as f64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // Small runs of the simulations (the full ones are `fslab
+    // simulate-changepoints`, recorded in BENCHMARKS.md): they must at least
+    // see big steps and rarely cry wolf.
+    #[test]
+    fn big_steps_are_found_and_stationary_series_stay_quiet() {
+        let cfg = ChangePointConfig::default();
+        let five = changepoint_accuracy(&cfg, (Noise::Gaussian, 5.0, StepAt::Middle, 100), 60, 1);
+        assert!(five.found_pct >= 95.0, "{five:?}");
+        assert!(five.mean_abs_error < 0.5, "{five:?}");
+        let flat = changepoint_accuracy(&cfg, (Noise::Gaussian, 0.0, StepAt::Nowhere, 200), 30, 2);
+        assert!(flat.false_per_1000 < 5.0, "{flat:?}");
+        assert!(flat.found_pct.is_nan());
+        // Same seed, same numbers.
+        assert_eq!(changepoint_accuracy(&cfg, (Noise::HeavyTailed, 3.0, StepAt::FromEnd(5), 60), 20, 3), {
+            changepoint_accuracy(&cfg, (Noise::HeavyTailed, 3.0, StepAt::FromEnd(5), 60), 20, 3)
+        });
+    }
+
+    #[test]
+    fn gate_sees_a_ten_percent_slowdown_at_one_percent_noise() {
+        let cfg = GateConfig::default();
+        let h = gate_error_rates(&cfg, (Against::History, 0.01, 0.005, 5, 20), 40, 4);
+        assert!(h.detected_10_pct >= 95.0 && h.false_alarms_per_1000 <= 25.0, "{h:?}");
+        let e = gate_error_rates(&cfg, (Against::Experiment, 0.01, 0.0, 5, 1), 40, 5);
+        assert!(e.detected_10_pct >= 95.0 && e.false_alarms_per_1000 <= 25.0, "{e:?}");
+    }
+
+    #[test]
+    fn oracle_finds_the_side_of_a_clear_step() {
+        let r = oracle_rates((5.0, Truth::Bad), (3, 10), 0.01, 100, 6);
+        assert!(r.bad_pct >= 95.0 && r.good_pct == 0.0, "{r:?}");
+        assert!(r.mean_runs >= 3.0 && r.mean_runs <= 10.0);
+        let h = oracle_rates((3.0, Truth::Halfway), (3, 6), 0.01, 100, 7);
+        assert!(h.undecided_pct >= 80.0 && (h.mean_runs - 6.0).abs() < 0.5, "{h:?}");
+    }
+
+    #[test]
+    fn draws_have_unit_variance() {
+        let mut d = Draws::new(9);
+        for noise in [Noise::Gaussian, Noise::HeavyTailed] {
+            let xs: Vec<f64> = (0..20_000).map(|_| d.noise(noise)).collect();
+            let m = xs.iter().sum::<f64>() / xs.len() as f64;
+            let v = xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / xs.len() as f64;
+            assert!(m.abs() < 0.05 && (v - 1.0).abs() < 0.15, "{noise:?}: mean {m} var {v}");
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The store benchmark (notes/store.md): not a test, ignored by default.
+//!
+//! ```text
+//! FSLAB_BENCH_POSTGRES=postgresql://postgres@127.0.0.1:PORT/postgres \
+//!   cargo test --release --lib store::tests::bench -- --ignored --nocapture
+//! ```
+//!
+//! Measures (1) run-write latency and throughput with full monitor samples
+//! (60 iostat + 60 CPU samples per run), one writer and four, and (2) the
+//! time to load a comparison (`metric_series` + the statistics) over 10k
+//! and 100k stored runs, in one big experiment and as the newest of many
+//! 100-run experiments. SQLite files live in `FSLAB_BENCH_DIR` (default
+//! /var/tmp). The PostgreSQL server should be a durable one (fsync on).
+
+use std::time::{Duration, Instant};
+
+use super::runs::{put_run, Existing, FullRun};
+use super::*;
+use crate::analysis::compare_series;
+use crate::stats::CompareConfig;
+
+/// A monitored run; samples are copies of two distinct ones (making every
+/// sample distinct costs more than writing it).
+fn bench_run(seq: usize, variant: &str) -> RunRecord {
+    use std::sync::OnceLock;
+    static TEMPLATE: OnceLock<RunRecord> = OnceLock::new();
+    let mut r = TEMPLATE.get_or_init(|| full_run_with(0, 1, 1)).clone();
+    let m = r.monitor.as_mut().unwrap();
+    m.disk = (0..60).map(|i| IostatSample { t_s: i as f64, ..m.disk[0].clone() }).collect();
+    m.cpu = (0..60).map(|i| CpuSample { t_s: i as f64, ..m.cpu[0].clone() }).collect();
+    r.seq = seq;
+    r.started_at += seq as f64;
+    r.variant = variant.into();
+    r.workload = "first".into();
+    r.metrics = (0..4).map(|i| Metric::lower(&format!("m{i}"), "s", 10.0 + (seq % 7) as f64 + i as f64)).collect();
+    r
+}
+
+fn locations(tag: &str) -> Vec<(String, StoreLocation, Option<TestDb>)> {
+    let dir = std::env::var("FSLAB_BENCH_DIR").unwrap_or_else(|_| "/var/tmp".into());
+    let path = std::path::Path::new(&dir).join(format!("fslab-bench-{tag}-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let mut v = vec![("sqlite".to_string(), StoreLocation::Sqlite(path), None)];
+    if let Ok(url) = std::env::var("FSLAB_BENCH_POSTGRES") {
+        let schema = unique(tag);
+        let mut c = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+        c.batch_execute(&format!("CREATE SCHEMA {schema}")).unwrap();
+        let guard = TestDb {
+            location: StoreLocation::Postgres(with_schema(&url, &schema)),
+            backend: "postgres",
+            _dir: None,
+            pg_schema: Some((url, schema)),
+        };
+        v.push(("postgres".into(), guard.location.clone(), Some(guard)));
+    }
+    v
+}
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+fn write_bench() {
+    const RUNS: usize = 300;
+    for (backend, loc, _guard) in locations("write") {
+        let mut store = Store::open(&loc).unwrap();
+        let e = store.create_experiment(&new_exp("bench", "h")).unwrap();
+        let runs: Vec<RunRecord> = (0..RUNS).map(|s| bench_run(s, "zeta")).collect();
+        let mut lat = Vec::with_capacity(RUNS);
+        let t0 = Instant::now();
+        for r in &runs {
+            let t = Instant::now();
+            store.record_run(e, r).unwrap();
+            lat.push(t.elapsed());
+        }
+        let total = t0.elapsed();
+        lat.sort();
+        println!(
+            "BENCH write {backend} 1 writer: {RUNS} runs in {:.2} s = {:.0} runs/s; latency p50 {:.2} ms p95 {:.2} ms max {:.2} ms",
+            total.as_secs_f64(),
+            RUNS as f64 / total.as_secs_f64(),
+            pct(&lat, 0.5),
+            pct(&lat, 0.95),
+            pct(&lat, 1.0)
+        );
+
+        // Four writers at once, each its own connection and slice of seqs.
+        let e = store.create_experiment(&new_exp("bench4", "h")).unwrap();
+        let stores: Vec<Store> = (0..4).map(|_| Store::open(&loc).unwrap()).collect();
+        let t0 = Instant::now();
+        let handles: Vec<_> = stores
+            .into_iter()
+            .enumerate()
+            .map(|(k, mut s)| {
+                let mine: Vec<RunRecord> = runs.iter().skip(k).step_by(4).cloned().collect();
+                std::thread::spawn(move || {
+                    for r in &mine {
+                        s.record_run(e, r).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for h in handles {
+            h.join().unwrap();
+        }
+        let total = t0.elapsed();
+        println!(
+            "BENCH write {backend} 4 writers: {RUNS} runs in {:.2} s = {:.0} runs/s",
+            total.as_secs_f64(),
+            RUNS as f64 / total.as_secs_f64()
+        );
+        if let StoreLocation::Sqlite(p) = &loc {
+            println!(
+                "BENCH size sqlite: {:.1} KiB per run",
+                std::fs::metadata(p).unwrap().len() as f64 / 1024.0 / (2 * RUNS) as f64
+            );
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Fills `store` with `experiments` × `per` runs (4 metrics, no samples), in
+/// big transactions (population is not what is measured).
+fn populate(store: &mut Store, experiments: usize, per: usize) -> i64 {
+    let mut last = 0;
+    for x in 0..experiments {
+        let e = store.create_experiment(&new_exp(&format!("exp{x}"), "h")).unwrap();
+        last = e;
+        for chunk in (0..per).collect::<Vec<_>>().chunks(2000) {
+            let runs: Vec<FullRun> = chunk
+                .iter()
+                .map(|&s| {
+                    let mut r = bench_run(s, if s % 2 == 0 { "zeta" } else { "alpha" });
+                    r.monitor = None;
+                    r.blocktrace = None;
+                    r.fs_snapshots.clear();
+                    r.notes.clear();
+                    FullRun::from_record(&r, RunStatus::Ok, None, None)
+                })
+                .collect();
+            store
+                .write(|q| {
+                    for r in &runs {
+                        put_run(q, e, r, Existing::Record)?;
+                    }
+                    Ok(())
+                })
+                .unwrap();
+        }
+    }
+    last
+}
+
+fn time_compare(store: &Store, e: i64) -> (f64, f64, usize) {
+    let mut best = (f64::MAX, f64::MAX, 0);
+    for _ in 0..3 {
+        let t = Instant::now();
+        let series = store.metric_series(e).unwrap();
+        let load = t.elapsed().as_secs_f64();
+        let rows = compare_series(&series, "zeta", &CompareConfig::default());
+        let all = t.elapsed().as_secs_f64();
+        if all < best.1 {
+            best = (load, all, rows.len());
+        }
+    }
+    best
+}
+
+fn compare_bench() {
+    let sizes: Vec<usize> = std::env::var("FSLAB_BENCH_SIZES")
+        .map(|v| v.split(',').map(|n| n.trim().parse().expect("FSLAB_BENCH_SIZES: numbers")).collect())
+        .unwrap_or_else(|_| vec![10_000, 100_000]);
+    for total in sizes {
+        for (backend, loc, _guard) in locations(&format!("cmp{total}")) {
+            // One experiment holding every run.
+            let mut store = Store::open(&loc).unwrap();
+            let t = Instant::now();
+            let e = populate(&mut store, 1, total);
+            let fill = t.elapsed().as_secs_f64();
+            let (load, all, rows) = time_compare(&store, e);
+            println!(
+                "BENCH compare {backend} one experiment of {total} runs: metric_series {:.0} ms, +stats {:.0} ms ({rows} rows; filled in {fill:.0} s)",
+                load * 1000.0,
+                all * 1000.0
+            );
+            // Right after a bulk load PostgreSQL's planner statistics are
+            // stale until autovacuum's ANALYZE; time the steady state too.
+            if backend == "postgres" {
+                store.write(|q| q.batch("ANALYZE")).unwrap();
+                let (load, all, _) = time_compare(&store, e);
+                println!(
+                    "BENCH compare {backend} one experiment of {total} runs after ANALYZE: metric_series {:.0} ms, +stats {:.0} ms",
+                    load * 1000.0,
+                    all * 1000.0
+                );
+            }
+            let t = Instant::now();
+            let n = store.runs(e).unwrap().len();
+            println!("BENCH runs() {backend} {n} runs: {:.0} ms", t.elapsed().as_secs_f64() * 1000.0);
+            // The same number of runs as 100-run experiments; compare the newest.
+            let many_locations = locations(&format!("many{total}"));
+            let many_loc = &many_locations.iter().find(|l| l.0 == backend).unwrap().1;
+            let mut many = Store::open(many_loc).unwrap();
+            let last = populate(&mut many, total / 100, 100);
+            let (load, all, _) = time_compare(&many, last);
+            println!(
+                "BENCH compare {backend} newest of {} experiments ({total} runs): metric_series {:.1} ms, +stats {:.1} ms",
+                total / 100,
+                load * 1000.0,
+                all * 1000.0
+            );
+            let t = Instant::now();
+            let n = many.list_experiments().unwrap().len();
+            println!("BENCH list {backend} {n} experiments: {:.0} ms", t.elapsed().as_secs_f64() * 1000.0);
+            for l in [&loc, many.store_location().unwrap()] {
+                if let StoreLocation::Sqlite(p) = l {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore]
+fn store_benchmark() {
+    if std::env::var("FSLAB_BENCH_ONLY").map_or(true, |v| v == "write") {
+        write_bench();
+    }
+    if std::env::var("FSLAB_BENCH_ONLY").map_or(true, |v| v == "compare") {
+        compare_bench();
+    }
+}

@@ -1,0 +1,118 @@
+//! The guest side: `fslab guest-agent --exchange DIR`, started by virtme-ng
+//! as the guest's command. It loads the modules the session asks for,
+//! waits for the testbed disk, says it is ready, then answers requests
+//! (see [`protocol`](super::protocol)) until a `shutdown` request. When it
+//! returns, virtme-ng powers the VM off.
+
+use std::fs;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::path::Path;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde_json::Value;
+
+use super::kinds::{self, probe};
+use super::protocol::{self, Ready, Reply, Request, Response, SessionInfo, READY_FILE, SESSION_FILE, SHUTDOWN};
+use crate::sys::modules::ensure_loaded;
+
+/// How often the agent looks for the next request right after answering
+/// one (requests often come in bursts), and after [`BUSY_WINDOW`] of quiet.
+/// Each look is a virtiofs lookup, which under TCG is not free: polling
+/// every 10 ms kept an idle 2-CPU guest at ~25% of a host core, every
+/// second at ~1.5%; a VM kept for later runs must not load the host while
+/// another variant measures.
+const POLL_BUSY: Duration = Duration::from_millis(10);
+const POLL_IDLE: Duration = Duration::from_millis(500);
+const BUSY_WINDOW: Duration = Duration::from_secs(2);
+/// How long the testbed disk may take to appear after `virtio_blk` loads.
+const DISK_WAIT: Duration = Duration::from_secs(30);
+
+/// Serve `exchange` until shutdown. An error means setup failed (and was
+/// reported in `ready.json`) or the exchange broke.
+pub fn run(exchange: &Path) -> Result<()> {
+    let info: SessionInfo = protocol::read_if_present(&exchange.join(SESSION_FILE))?
+        .with_context(|| format!("{} has no {SESSION_FILE}", exchange.display()))?;
+    let ready = match setup(&info) {
+        Ok(disk) => Ready::Ok {
+            release: fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+            disk,
+        },
+        Err(e) => Ready::Error(format!("{e:#}")),
+    };
+    protocol::write_atomic(&exchange.join(READY_FILE), &ready)?;
+    if let Ready::Error(e) = ready {
+        bail!("guest setup failed: {e}");
+    }
+    let mut seq = 1;
+    let mut host_checked = Instant::now();
+    let mut last_answer = Instant::now();
+    loop {
+        let path = protocol::request_path(exchange, seq);
+        let Some(request) = protocol::read_if_present::<Request>(&path)? else {
+            // The host removes the exchange when it gives up on this VM.
+            if host_checked.elapsed() > Duration::from_secs(1) {
+                if !exchange.join(SESSION_FILE).exists() {
+                    bail!("the host removed {}; stopping", exchange.display());
+                }
+                host_checked = Instant::now();
+            }
+            sleep(if last_answer.elapsed() < BUSY_WINDOW { POLL_BUSY } else { POLL_IDLE });
+            continue;
+        };
+        let _ = fs::remove_file(&path);
+        let done = request.kind == SHUTDOWN;
+        let reply = if done { Reply::Ok(Value::Null) } else { answer(&request) };
+        protocol::write_atomic(&protocol::response_path(exchange, seq), &Response { seq, reply })?;
+        if done {
+            return Ok(());
+        }
+        seq += 1;
+        last_answer = Instant::now();
+    }
+}
+
+/// Load the modules, wait for the disk; the disk's device path.
+fn setup(info: &SessionInfo) -> Result<Option<String>> {
+    for module in &info.modules {
+        ensure_loaded(module)?;
+    }
+    let Some(serial) = &info.disk_serial else { return Ok(None) };
+    ensure_loaded("virtio_blk")?;
+    let started = Instant::now();
+    loop {
+        if let Some(disk) = probe::disk_by_serial(serial) {
+            return Ok(Some(disk.path));
+        }
+        if started.elapsed() > DISK_WAIT {
+            bail!("no block device with serial {serial} appeared within {} s", DISK_WAIT.as_secs());
+        }
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// Run the handler of `request.kind`; a panic in it is an error reply, not
+/// a dead agent.
+fn answer(request: &Request) -> Reply {
+    let Some(handler) = kinds::handler(&request.kind) else {
+        return Reply::Error(format!(
+            "the guest agent knows no request kind `{}` (known: {}, {SHUTDOWN})",
+            request.kind,
+            kinds::names().join(", ")
+        ));
+    };
+    let body = request.body.clone();
+    match catch_unwind(AssertUnwindSafe(|| handler(body))) {
+        Ok(Ok(value)) => Reply::Ok(value),
+        Ok(Err(e)) => Reply::Error(format!("{e:#}")),
+        Err(panic) => {
+            let message = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_default();
+            Reply::Error(format!("the `{}` handler panicked: {message}", request.kind))
+        }
+    }
+}

@@ -1,0 +1,145 @@
+//! `fslab cleanup` removes only what carries fslab's marker with an owner
+//! that is gone, in work directories fslab knows; half-written inputs of a
+//! killed fslab are found too.
+
+use std::path::Path;
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use super::{fslab, fslab_cmd, run_args, testbed_dirs, wait_for_mount};
+use crate::common;
+
+#[test]
+fn a_hand_made_directory_that_looks_like_a_testbed_survives() {
+    if !common::root_or_skip() {
+        return;
+    }
+    // In the default work directory (which `fslab cleanup` always scans) and
+    // in one named with --workdir; the name's pid is dead, and a copied marker
+    // file does not make a directory fslab's either.
+    let _serial = super::cleanup_lock();
+    let default = Path::new(fslab::testbed::DEFAULT_WORKDIR);
+    std::fs::create_dir_all(default).unwrap();
+    let name = format!("fslab-tb-999999-0-abc{}", std::process::id());
+    let fake = default.join(&name);
+    std::fs::create_dir_all(&fake).unwrap();
+    std::fs::write(fake.join("important.txt"), "do not delete").unwrap();
+    let dir = common::workdir("fslab-safety-clean");
+    let other = dir.path().join("fslab-tb-999999-1-abc");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("important.txt"), "do not delete").unwrap();
+    std::fs::write(
+        other.join(".fslab-testbed"),
+        format!(
+            r#"{{"name":"{name}","owner":{{"pid":999999,"start_time":1,"boot_id":"x","hostname":"h"}},"created":0}}"#
+        ),
+    )
+    .unwrap();
+
+    let plain = fslab(["cleanup"]);
+    let named = fslab(["cleanup".to_string(), "--workdir".to_string(), dir.path().display().to_string()]);
+    let survived = fake.join("important.txt").exists() && other.join("important.txt").exists();
+    let _ = std::fs::remove_dir_all(&fake);
+    plain.expect(0).says(&format!("left alone (not made by fslab): {}", fake.display()));
+    named.expect(0).says("names another directory");
+    assert!(survived, "{plain:?}\n{named:?}");
+}
+
+/// A spec whose command sleeps while `gate` exists (so a run can be caught
+/// mid-way and the same file resumed quickly later).
+pub fn gated_spec(dir: &Path, gate: &Path) -> std::path::PathBuf {
+    std::fs::write(gate, "").unwrap();
+    common::write_spec(
+        dir,
+        "gated.toml",
+        &format!(
+            "name = \"gated\"\nrepetitions = 1\nworkdir = \"{}\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n\
+             size = \"64MiB\"\nthrottle = {{ write_bps = \"16MiB\" }}\n[[workload]]\nkind = \"command\"\n\
+             command = \"while [ -e {} ]; do sleep 0.2; done\"\ntimeout = \"5m\"\n",
+            dir.join("work").display(),
+            gate.display()
+        ),
+    )
+}
+
+#[test]
+fn a_really_stale_testbed_from_a_sigkilled_fslab_is_removed() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let _serial = super::cleanup_lock();
+    let dir = common::workdir("fslab-safety-clean");
+    let gate = dir.path().join("gate");
+    let spec = gated_spec(dir.path(), &gate);
+    let mut child = fslab_cmd(run_args(dir.path(), &spec, &[])).spawn().unwrap();
+    let needle = format!("fslab-tb-{}-", child.id());
+    wait_for_mount(&mut child, &needle);
+    let work = dir.path().join("work");
+    let bed = work.join(&testbed_dirs(&work)[0]);
+    assert!(bed.join(".fslab-testbed").is_file(), "testbeds carry the marker file");
+    child.kill().unwrap();
+    let _ = child.wait();
+    std::fs::remove_file(&gate).unwrap();
+    assert!(!common::leftovers(&needle).is_empty(), "SIGKILL should leave the testbed");
+
+    let ran = fslab(["cleanup".to_string(), "--workdir".to_string(), work.display().to_string()]);
+    // Another test's cleanup may take the mount and loop device first (they
+    // are found system-wide); the directory is only found through this one.
+    ran.expect(0).says(&format!("removed directory {}", bed.display()));
+    assert_eq!(common::leftovers(&needle), Vec::<String>::new());
+    assert!(testbed_dirs(&work).is_empty());
+}
+
+/// An untar experiment whose input (the 151 MB firmware archive) is not
+/// cached yet in `dir/work`, on a `dir:` testbed (no root needed).
+pub fn uncached_untar_spec(dir: &Path) -> std::path::PathBuf {
+    std::fs::create_dir_all(dir.join("target")).unwrap();
+    common::write_spec(
+        dir,
+        "untar.toml",
+        &format!(
+            "name = \"inputs\"\nrepetitions = 1\nworkdir = \"{}\"\n[[variant]]\nname = \"a\"\nfs = \"dir:{}\"\n\
+             [[workload]]\nkind = \"untar\"\nprofile = \"rpi-firmware\"\n",
+            dir.join("work").display(),
+            dir.join("target").display()
+        ),
+    )
+}
+
+/// Wait until a temporary input of `pid` appears in `cache` and return it.
+pub fn wait_for_temporary(child: &mut std::process::Child, cache: &Path) -> std::path::PathBuf {
+    let mine = format!("fslab-tb-{}-", child.id());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let found = std::fs::read_dir(cache)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.to_string_lossy().contains(&mine) && p.to_string_lossy().ends_with(".tmp"));
+        if let Some(path) = found {
+            return path;
+        }
+        assert!(Instant::now() < deadline, "no temporary input appeared");
+        assert!(child.try_wait().unwrap().is_none(), "fslab finished before a temporary appeared");
+        sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_temporary_input_of_a_sigkilled_fslab_is_removed_by_cleanup() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let _serial = super::cleanup_lock();
+    let dir = common::workdir("fslab-safety-clean");
+    let spec = uncached_untar_spec(dir.path());
+    let mut child = fslab_cmd(run_args(dir.path(), &spec, &[])).spawn().unwrap();
+    let tmp = wait_for_temporary(&mut child, &dir.path().join("work/cache"));
+    child.kill().unwrap();
+    let _ = child.wait();
+    assert!(tmp.exists());
+    let ran = fslab(["cleanup".to_string(), "--workdir".to_string(), dir.path().join("work").display().to_string()]);
+    ran.expect(0).says(&format!("removed temporary input {}", tmp.display()));
+    assert!(!tmp.exists());
+}

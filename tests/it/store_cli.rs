@@ -1,0 +1,164 @@
+//! The store from the command line: readers never create a store, `list
+//! --json`, `merge` (idempotent, refuses conflicts), `--db` as a PostgreSQL
+//! URL.
+
+use std::path::Path;
+use std::process::Command;
+
+use fslab::metric::Metric;
+use fslab::record::{RunRecord, RunStatus};
+use fslab::store::{NewExperiment, Store, VariantRow, WorkloadRow};
+
+use crate::common::fslab_bin;
+
+fn fslab(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(fslab_bin()).args(args).env_remove("FSLAB_DB").output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A store at `path` with one finished experiment of `runs` ok runs.
+fn store_with_runs(path: &Path, runs: usize, value: f64) {
+    let mut store = Store::open(path).unwrap();
+    let e = store
+        .create_experiment(&NewExperiment {
+            name: "cli".into(),
+            spec_path: None,
+            spec_text: "x".into(),
+            spec_hash: "h".into(),
+            seed: 1,
+            plan_json: "{}".into(),
+            environment_json: "{}".into(),
+            variants: vec![VariantRow { position: 0, name: "a".into(), config_json: "{}".into() }],
+            workloads: vec![WorkloadRow {
+                position: 0,
+                label: "w".into(),
+                kind: "untar".into(),
+                config_json: "{}".into(),
+            }],
+        })
+        .unwrap();
+    store.add_tags(e, &[("team".into(), "fs".into())]).unwrap();
+    for seq in 0..runs {
+        let run = RunRecord {
+            seq,
+            variant: "a".into(),
+            workload: "w".into(),
+            status: Some(RunStatus::Ok),
+            metrics: vec![Metric::lower("elapsed", "s", value + seq as f64)],
+            ..RunRecord::default()
+        };
+        store.record_run(e, &run).unwrap();
+    }
+    store.set_experiment_status(e, "complete").unwrap();
+}
+
+#[test]
+fn readers_do_not_create_a_missing_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("typo.db");
+    let t = typo.to_str().unwrap();
+    for args in [
+        vec!["list", "--db", t],
+        vec!["compare", "--db", t],
+        vec!["export", "--db", t],
+        vec!["report", "--db", t, "-o", "-"],
+    ] {
+        let (ok, _, err) = fslab(&args);
+        assert!(!ok, "{args:?} succeeded");
+        assert!(err.contains("typo.db does not exist"), "{args:?}: {err}");
+        assert!(!typo.exists(), "{args:?} created {t}");
+    }
+}
+
+#[test]
+fn list_json_and_merge_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, all) = (dir.path().join("a.db"), dir.path().join("b.db"), dir.path().join("all.db"));
+    store_with_runs(&a, 3, 1.0);
+    store_with_runs(&b, 2, 5.0);
+    let (ok, out, err) = fslab(&["list", "--json", "--db", a.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v[0]["name"], "cli");
+    assert_eq!(v[0]["runs_ok"], 3);
+    assert_eq!(v[0]["tags"], serde_json::json!([["team", "fs"]]));
+    assert!(v[0]["uuid"].as_str().is_some_and(|u| u.len() == 36), "{out}");
+
+    let merge = |extra: &[&str]| {
+        let mut args = vec!["merge", a.to_str().unwrap(), b.to_str().unwrap(), "-o", all.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        fslab(&args)
+    };
+    let (ok, out, err) = merge(&[]);
+    assert!(ok, "{err}");
+    assert!(out.contains("1 experiments added") && out.contains("3 runs added"), "{out}");
+    let (ok, out, err) = merge(&["--json"]);
+    assert!(ok, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for s in v["sources"].as_array().unwrap() {
+        assert_eq!(s["merged"]["runs_added"], 0, "{out}");
+        assert_eq!(s["merged"]["experiments_matched"], 1, "{out}");
+    }
+    let store = Store::open_existing(&all).unwrap();
+    assert_eq!(store.list_experiments().unwrap().len(), 2);
+
+    // A copy of a.db with a changed ok run: refused, exit non-zero.
+    let c = dir.path().join("c.db");
+    std::fs::copy(&a, &c).unwrap();
+    rusqlite::Connection::open(&c).unwrap().execute_batch("UPDATE metrics SET value = 42").unwrap();
+    let (ok, _, err) = fslab(&["merge", c.to_str().unwrap(), "-o", all.to_str().unwrap()]);
+    assert!(!ok);
+    assert!(err.contains("stored ok in both with different content"), "{err}");
+    // A typo in a source creates no target.
+    let fresh = dir.path().join("fresh.db");
+    let (ok, _, err) = fslab(&["merge", "nope.db", "-o", fresh.to_str().unwrap()]);
+    assert!(!ok && err.contains("nope.db does not exist"), "{err}");
+    assert!(!fresh.exists());
+}
+
+#[test]
+fn db_takes_a_postgres_url() {
+    // A URL nobody listens on: the error names it (without the password).
+    let (ok, _, err) = fslab(&["list", "--db", "postgres://me:hunter2@127.0.0.1:1/fslab?connect_timeout=2"]);
+    assert!(!ok);
+    assert!(err.contains("cannot connect to PostgreSQL at postgres://me:***@127.0.0.1:1/fslab"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+    let Ok(url) = std::env::var("FSLAB_TEST_POSTGRES") else {
+        fslab::testsupport::skip("fslab --db postgres://… needs FSLAB_TEST_POSTGRES (./scripts/test starts a server)");
+        return;
+    };
+    // A database of its own, so the listing is exactly ours; dropped even if the test fails.
+    struct Scratch(String, String);
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            if let Ok(mut c) = postgres::Client::connect(&self.0, postgres::NoTls) {
+                let _ = c.batch_execute(&format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.1));
+            }
+        }
+    }
+    let name = format!("fslab_cli_{}", std::process::id());
+    let _scratch = Scratch(url.clone(), name.clone());
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin.batch_execute(&format!("DROP DATABASE IF EXISTS {name}")).unwrap();
+    admin.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+    let db_url = {
+        let (base, _) = url.rsplit_once('/').unwrap();
+        format!("{base}/{name}")
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.db");
+    store_with_runs(&a, 2, 1.0);
+    let (ok, _, err) = fslab(&["list", "--db", &db_url]);
+    assert!(!ok && err.contains("holds no fslab store"), "{err}");
+    let (ok, _, err) = fslab(&["merge", a.to_str().unwrap(), "-o", &db_url]);
+    assert!(ok, "{err}");
+    let out = Command::new(fslab_bin()).args(["list"]).env("FSLAB_DB", &db_url).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && text.contains("2 ok") && text.contains("cli"), "{text}");
+    let (ok, out, err) = fslab(&["export", "--format", "csv", "--db", &db_url]);
+    assert!(ok && out.starts_with("experiment_id,experiment,run_seq"), "{out}{err}");
+}
