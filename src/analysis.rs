@@ -65,14 +65,18 @@ impl ComparisonRow {
         Some(format!("{}/{}: {}", self.workload, self.metric, t.describe(&format!("baseline `{}`", self.baseline))))
     }
 
-    /// Which rule decided, for the report: e.g. "sequential 5..20, look 8 of
-    /// 16 at n = 12: 99.2% CI for regressed/improved, 96.0% for no-change".
+    /// Which rule decided, for `compare` and the report: e.g. "sequential
+    /// 5..20, look 8 of 16 at n = 12: boundary 99.2% CI for
+    /// regressed/improved, 96.0% for no-change (Hodges–Lehmann on logs)".
+    /// The boundary is the look's level before the false-coverage widening
+    /// of selected metrics (the row's own `ci_level`).
     pub fn rule_note(&self) -> String {
+        let look = &self.decided_by.look;
         format!(
-            "{}: {:.1}% CI for regressed/improved, {:.1}% for no-change ({})",
+            "{}: boundary {:.1}% CI for regressed/improved, {:.1}% for no-change ({})",
             self.decided_by.describe(),
-            self.ci_level * 100.0,
-            self.equivalence_level * 100.0,
+            (1.0 - 2.0 * look.efficacy_level) * 100.0,
+            (1.0 - 2.0 * look.equivalence_level) * 100.0,
             method_name(self.method)
         )
     }
@@ -560,7 +564,7 @@ mod tests {
         assert_eq!(row["baseline"], "a");
         assert_eq!(rows[0].verdict, Verdict::Regressed);
         assert_eq!(rows[0].n_baseline, rows[0].comparison.baseline.n);
-        assert!(rows[0].rule_note().starts_with("fixed n = 6: 95.0% CI"), "{}", rows[0].rule_note());
+        assert!(rows[0].rule_note().starts_with("fixed n = 6: boundary 95.0% CI"), "{}", rows[0].rule_note());
     }
 
     #[test]

@@ -109,6 +109,11 @@ pub struct Headline {
     pub runs_total: usize,
     pub runs_failed: usize,
     pub failures: Vec<FailureGroup>,
+    /// Which rule decided the decisive rows (fixed n or sequential, the
+    /// look and its interval levels), each distinct description once.
+    pub rules: Vec<String>,
+    /// Baselines that drifted over run order by more than the band.
+    pub drift: Vec<String>,
 }
 
 impl Headline {
@@ -136,7 +141,18 @@ impl Headline {
             }
         }
         let runs_failed = failures.iter().map(|g| g.runs.len()).sum();
-        Headline { decisive, side, runs_total, runs_failed, failures }
+        let (mut rules, mut drift) = (Vec::new(), Vec::new());
+        for r in &c.rows {
+            let rule = r.rule_note();
+            if c.is_decisive(r) && !rules.contains(&rule) {
+                rules.push(rule);
+            }
+            // One line per baseline series, not per variant compared with it.
+            if let Some(note) = r.drift_note().filter(|n| !drift.contains(n)) {
+                drift.push(note);
+            }
+        }
+        Headline { decisive, side, runs_total, runs_failed, failures, rules, drift }
     }
 
     /// The headline as plain sentences, most important first.
@@ -150,6 +166,14 @@ impl Headline {
             }
             if self.side.total() > 0 {
                 lines.push(format!("Side metrics (they do not decide a workload): {}.", self.side.counts_text()));
+            }
+            for rule in &self.rules {
+                lines.push(format!("Rule: {rule}."));
+            }
+            for drift in &self.drift {
+                lines.push(format!(
+                    "Drift: {drift} (interleaving keeps the comparison fair, but the machine is not steady)."
+                ));
             }
         }
         if self.runs_failed > 0 {
@@ -201,6 +225,12 @@ pub fn notes(r: &ComparisonRow) -> Vec<String> {
     notes
 }
 
+/// `95%`, or `99.2%` at an early sequential look or after the
+/// false-coverage-rate adjustment: the level the verdict used.
+pub fn ci_level(r: &ComparisonRow) -> String {
+    human::percent(r.ci_level * 100.0)
+}
+
 /// How a column's cells are shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cell {
@@ -230,10 +260,10 @@ pub const VERDICT_COLUMNS: &[Column] = &[
     Column { header: "variant mean", cell: Cell::Number, compact: true, value: |r| human::number(r.mean_variant) },
     Column { header: "change", cell: Cell::Number, compact: true, value: |r| human::change_pct(r.change_pct) },
     Column {
-        header: "95% CI",
+        header: "CI",
         cell: Cell::Number,
         compact: true,
-        value: |r| human::ci_pct(r.ci_low_pct, r.ci_high_pct),
+        value: |r| format!("{} {}", ci_level(r), human::ci_pct(r.ci_low_pct, r.ci_high_pct)),
     },
     Column { header: "p", cell: Cell::Number, compact: false, value: |r| human::p_value(r.p_value) },
     Column { header: "p (BH)", cell: Cell::Number, compact: true, value: |r| human::p_value(r.p_adjusted) },

@@ -13,7 +13,7 @@ use crate::human;
 use crate::record::RunStatus;
 use crate::report::data::{mean_ci, sweep_point, ReportData, RunData};
 use crate::report::describe::{json_text, VARIANT_ROWS};
-use crate::report::summary::{notes, Cell, VERDICT_COLUMNS};
+use crate::report::summary::{ci_level, notes, Cell, VERDICT_COLUMNS};
 use crate::report::svg::{color, dot_plot, esc, line_chart, DotGroup, Line};
 
 /// `(workload, metric, unit, higher_is_better)` of a stored series.
@@ -76,7 +76,7 @@ pub fn answer(d: &ReportData, out: &mut String) {
         let rows: Vec<_> = c.rows.iter().filter(|r| r.workload == w && c.is_decisive(r)).collect();
         let _ = write!(
             out,
-            "<h3>{}</h3><div class=\"answer\"><table class=\"answer\"><tr><th>variant</th><th>metric</th><th>change</th><th>95% CI</th><th>verdict</th></tr>",
+            "<h3>{}</h3><div class=\"answer\"><table class=\"answer\"><tr><th>variant</th><th>metric</th><th>change</th><th>CI</th><th>verdict</th></tr>",
             esc(w)
         );
         for r in &rows {
@@ -90,7 +90,7 @@ pub fn answer(d: &ReportData, out: &mut String) {
                 esc(&r.unit),
                 better(r.higher_is_better),
                 human::change_pct(r.change_pct),
-                human::ci_pct(r.ci_low_pct, r.ci_high_pct),
+                format!("{} {}", ci_level(r), human::ci_pct(r.ci_low_pct, r.ci_high_pct)),
                 if notes.is_empty() { String::new() } else { format!(" <span class=\"muted\">{}</span>", esc(&notes.join("; "))) }
             );
         }
