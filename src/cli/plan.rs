@@ -48,7 +48,9 @@ pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     // A pilot stores its runs, so only then may the store be created.
     let mut store = match args.pilot {
         Some(_) => Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db))?,
-        None => args.db.open_existing()?,
+        None => {
+            args.db.open_existing().context("no earlier results to plan from: run the file once, or use --pilot 3")?
+        }
     };
     let mut noise = stored_noise(&store, &exp)?;
     if noise.is_empty() {

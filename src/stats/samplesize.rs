@@ -22,13 +22,13 @@ pub const RANK_EFFICIENCY: f64 = 3.0 / std::f64::consts::PI;
 /// Predictive probability of a decisive verdict that [`runs_needed`] aims for.
 ///
 /// With 5 runs the true change is poorly known (at CV 10% its standard
-/// error is 6%); the runs at which a decisive verdict becomes 70% likely,
-/// averaging over what the change could be, has a median within ±25% of
-/// the runs a fixed experiment actually needs for 80% power at +5% for both
-/// CV 3% and CV 10% (`fslab simulate`, table "runs_needed"). 0.8 would
-/// overshoot by 1.5–3×, plugging in the observed change undershoots by half
-/// at CV 10%.
-pub const RUNS_NEEDED_ASSURANCE: f64 = 0.72;
+/// error is 6%). Chosen in the simulation (`fslab simulate runs-needed`,
+/// 20,000 experiments, and a scan of 0.64–0.72 on 12,000): at 0.66 the
+/// median prediction after 5 inconclusive runs is 23 against a simulated
+/// need of 19 at +5%/CV 3% (+21%) and 160 against 196 at +5%/CV 10%
+/// (−18%); 0.72 overshot by +68%/+31%, 0.64 undershot CV 10% by −31%.
+/// Plugging in the observed change instead undershoots by half at CV 10%.
+pub const RUNS_NEEDED_ASSURANCE: f64 = 0.66;
 
 /// Standard error of the log-ratio estimate with `n` runs per variant.
 fn standard_error(sd_log: f64, n: f64) -> f64 {
@@ -52,6 +52,18 @@ fn standard_error(sd_log: f64, n: f64) -> f64 {
 /// `None` when there is no usable noise estimate (`sd_log` not finite or
 /// not positive) or the effect is undefined.
 pub fn runs_needed(sd_log: f64, effect_log: f64, theta: f64, alpha: f64, current_n: usize) -> Option<usize> {
+    runs_needed_at(sd_log, effect_log, theta, alpha, current_n, RUNS_NEEDED_ASSURANCE)
+}
+
+/// [`runs_needed`] for another assurance (how the simulation chose it).
+pub(crate) fn runs_needed_at(
+    sd_log: f64,
+    effect_log: f64,
+    theta: f64,
+    alpha: f64,
+    current_n: usize,
+    assurance: f64,
+) -> Option<usize> {
     if !sd_log.is_finite() || sd_log <= 0.0 || !effect_log.is_finite() || !(alpha > 0.0 && alpha < 1.0) {
         return None;
     }
@@ -72,14 +84,14 @@ pub fn runs_needed(sd_log: f64, effect_log: f64, theta: f64, alpha: f64, current
         beyond + inside
     };
     let floor = current_n.saturating_add(1).clamp(2, RUNS_NEEDED_CAP);
-    if decisive(floor) >= RUNS_NEEDED_ASSURANCE {
+    if decisive(floor) >= assurance {
         return Some(floor);
     }
     let mut lo = floor;
     let mut hi = floor;
     loop {
         if hi >= RUNS_NEEDED_CAP {
-            if decisive(RUNS_NEEDED_CAP) < RUNS_NEEDED_ASSURANCE {
+            if decisive(RUNS_NEEDED_CAP) < assurance {
                 return Some(RUNS_NEEDED_CAP);
             }
             hi = RUNS_NEEDED_CAP;
@@ -87,14 +99,14 @@ pub fn runs_needed(sd_log: f64, effect_log: f64, theta: f64, alpha: f64, current
         }
         lo = hi;
         hi = (hi * 2).min(RUNS_NEEDED_CAP);
-        if decisive(hi) >= RUNS_NEEDED_ASSURANCE {
+        if decisive(hi) >= assurance {
             break;
         }
     }
     // decisive(lo) < target ≤ decisive(hi).
     while hi - lo > 1 {
         let mid = lo + (hi - lo) / 2;
-        if decisive(mid) >= RUNS_NEEDED_ASSURANCE {
+        if decisive(mid) >= assurance {
             hi = mid;
         } else {
             lo = mid;
