@@ -171,9 +171,7 @@ impl Headline {
                 lines.push(format!("Rule: {rule}."));
             }
             for drift in &self.drift {
-                lines.push(format!(
-                    "Drift: {drift} (interleaving keeps the comparison fair, but the machine is not steady)."
-                ));
+                lines.push(format!("Drift: {drift}."));
             }
         }
         if self.runs_failed > 0 {
@@ -312,6 +310,43 @@ mod tests {
             tally(0, 1, 2, &[5, 5]).counts_text(),
             "1 no change, 2 inconclusive (about 5 runs per variant would decide them)"
         );
+    }
+
+    /// The headline says which rule decided and which baseline drifted,
+    /// once per baseline series however many variants are compared with it.
+    #[test]
+    fn headline_names_the_rule_and_the_drift() {
+        use crate::analysis::compare_series;
+        use crate::stats::{CompareConfig, Stopping};
+        use crate::store::MetricSeries;
+        let series = |variant: &str, values: Vec<f64>| MetricSeries {
+            workload: "w".into(),
+            metric: "t_s".into(),
+            unit: "s".into(),
+            higher_is_better: false,
+            variant: variant.into(),
+            values,
+        };
+        let drifting: Vec<f64> = (0..10).map(|i| 10.0 * (1.0 + 0.01 * i as f64)).collect();
+        let steady = vec![10.0, 10.1, 9.9, 10.05, 9.95, 10.0, 10.1, 9.9, 10.0, 10.05];
+        let cfg = CompareConfig { stopping: Stopping::adaptive(5, 20), ..CompareConfig::default() };
+        let rows =
+            compare_series(&[series("a", drifting), series("b", steady.clone()), series("c", steady)], "a", &cfg);
+        let c = ComparisonData {
+            baseline: "a".into(),
+            theta: cfg.theta,
+            alpha: cfg.alpha,
+            variants: vec!["a".into(), "b".into(), "c".into()],
+            rows,
+            decisive: Vec::new(),
+        };
+        let lines = Headline::new(&c, std::iter::empty()).lines();
+        let rules: Vec<&String> = lines.iter().filter(|l| l.starts_with("Rule: ")).collect();
+        assert_eq!(rules.len(), 1, "{lines:?}");
+        assert!(rules[0].starts_with("Rule: sequential 5..20, look 6 of 16 at n = 10: boundary "), "{lines:?}");
+        let drift: Vec<&String> = lines.iter().filter(|l| l.starts_with("Drift: ")).collect();
+        assert_eq!(drift.len(), 1, "{lines:?}");
+        assert!(drift[0].contains("baseline `a` drifts +0.96% per run"), "{lines:?}");
     }
 
     #[test]
