@@ -38,6 +38,16 @@ fn tidy(mut s: String) -> String {
     s
 }
 
+/// [`number`] with its sign: `+12.35`, `-3`, `0` (a difference).
+pub fn signed(v: f64) -> String {
+    let text = number(v);
+    if v > 0.0 && text != "0" {
+        format!("+{text}")
+    } else {
+        text
+    }
+}
+
 /// A number followed by its unit: `12.35 s`, `1234 files/s` (no unit: the number).
 pub fn with_unit(v: f64, unit: &str) -> String {
     if unit.is_empty() || !v.is_finite() {
@@ -169,6 +179,15 @@ mod tests {
             let s = number(1.2345 * 10f64.powi(e));
             assert!(!s.contains('e'), "{s}");
         }
+    }
+
+    #[test]
+    fn differences_carry_their_sign() {
+        assert_eq!(signed(12.345), "+12.35");
+        assert_eq!(signed(-3.0), "-3");
+        assert_eq!(signed(0.0), "0");
+        assert_eq!(signed(1e-12), "0");
+        assert_eq!(signed(f64::NAN), "–");
     }
 
     #[test]

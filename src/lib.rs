@@ -16,12 +16,14 @@
 //! * [`inspect`]: the environment a run happened in.
 //! * [`runner`]: wires the stages together for one experiment.
 //! * [`kernel`], [`vm`]: kernels under test, booted in virtual machines.
+//! * [`cleanup`]: `fslab cleanup`, leftovers of killed fslab processes (testbeds, VMs, trace instances).
 //! * [`sys`]: what fslab asks of the host OS (tools, signals, markers), at the bottom.
 //!
 //! The `fslab` binary is a thin command-line layer over these modules.
 
 pub mod analysis;
 pub mod bisect;
+pub mod cleanup;
 pub mod exit;
 pub mod experiment;
 pub mod fsinternal;

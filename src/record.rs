@@ -69,6 +69,73 @@ pub struct RunRecord {
     /// Problems that did not fail the run (e.g. a snapshot that could not be taken).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// Where the run happened: the host, or a VM booting the variant's kernel.
+    #[serde(default)]
+    pub place: Option<RunPlace>,
+}
+
+/// Where a run happened. Runs in different places (host against VM, KVM
+/// against emulation, different VM sizes) differ in timing wholesale, so
+/// comparisons between them are marked.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunPlace {
+    /// `host` or `vm`.
+    pub kind: String,
+    /// `uname -r` where the run happened (the guest's own for VM runs).
+    pub kernel_release: String,
+    /// VM runs: `kvm` or `tcg` (emulated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accelerator: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
+    /// VM runs: extra kernel command line words the variant asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cmdline: Vec<String>,
+    /// VM runs: how long the VM that ran it took to boot (0 when reused).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_s: Option<f64>,
+    /// E.g. the emulation warning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+impl RunPlace {
+    /// The running host.
+    pub fn host() -> RunPlace {
+        RunPlace {
+            kind: "host".to_string(),
+            kernel_release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+            ..RunPlace::default()
+        }
+    }
+
+    /// What makes timings of two places incomparable (the kernel itself is
+    /// what an experiment compares, so it is left out).
+    pub fn timing_key(&self) -> (String, Option<String>, Option<u32>, Option<u64>) {
+        (self.kind.clone(), self.accelerator.clone(), self.cpus, self.memory_mib)
+    }
+
+    /// `host`, `vm kvm 2 CPUs 2048 MiB`, `vm emulated (tcg) 2 CPUs 2048 MiB`.
+    pub fn describe(&self) -> String {
+        if self.kind == "host" {
+            return "host".to_string();
+        }
+        let accel = match self.accelerator.as_deref() {
+            Some("tcg") => "emulated (tcg)".to_string(),
+            Some(a) => a.to_string(),
+            None => "?".to_string(),
+        };
+        format!("vm {accel} {} CPUs {} MiB", self.cpus.unwrap_or(0), self.memory_mib.unwrap_or(0))
+    }
+
+    pub fn is_emulated(&self) -> bool {
+        self.accelerator.as_deref() == Some("tcg")
+    }
 }
 
 /// Extra kind: the block-trace summary.
@@ -81,3 +148,5 @@ pub const EXTRA_FS_AFTER: &str = "fs_after";
 pub const EXTRA_FS_DELTA: &str = "fs_delta";
 /// Extra kind: the run's notes as a JSON array of strings.
 pub const EXTRA_NOTES: &str = "notes";
+/// Extra kind: where the run happened ([`RunPlace`]).
+pub const EXTRA_PLACE: &str = "place";

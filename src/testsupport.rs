@@ -11,6 +11,7 @@ pub fn skip(why: &str) {
     if in_ci() {
         panic!("{why}, and CI=true: CI must provide it (./scripts/test installs the tools; run as root)");
     }
+    // eprintln!, not output::diagnostic: the test harness captures only the macros.
     eprintln!("SKIPPED: {why}");
 }
 

@@ -66,8 +66,15 @@ pub fn print_comparison(
         .as_array()
         .map(|a| a.iter().map(|l| l.as_str().unwrap_or_default().to_string()).collect())
         .unwrap_or_default();
-    let report =
-        CompareReport { experiment_id: id, experiment_name: &experiment.name, comparison: &data, runs: &runs, hostile };
+    let places = fslab::report::places::Places::load(store, id, &environment)?;
+    let report = CompareReport {
+        experiment_id: id,
+        experiment_name: &experiment.name,
+        comparison: &data,
+        runs: &runs,
+        hostile,
+        places,
+    };
     output::print(&format.exporter().comparison(&report)?)?;
     Ok(())
 }

@@ -83,7 +83,7 @@ pub struct ProbeArgs {
 pub fn dispatch(command: GuestCommand) -> Result<ExitCode> {
     match command {
         GuestCommand::GuestAgent(args) => {
-            vm::agent::run(&args.exchange)?;
+            vm::agent::run(&args.exchange, &[(fslab::runner::guest::RUN, fslab::runner::guest::handle)])?;
             Ok(ExitCode::SUCCESS)
         }
         GuestCommand::VmProbe(args) => vm_probe(*args),

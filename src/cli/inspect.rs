@@ -85,9 +85,21 @@ pub struct KconfigArgs {
 #[derive(Subcommand, Debug)]
 enum KconfigCommand {
     /// Differences between two kernel configs, grouped by area, with what each means for performance.
+    /// Give two config files, or `--experiment ID --variants A,B` for the
+    /// configs of two variants' kernels as stored with an experiment.
     Diff {
-        a: PathBuf,
-        b: PathBuf,
+        #[arg(required_unless_present = "experiment")]
+        a: Option<PathBuf>,
+        #[arg(required_unless_present = "experiment")]
+        b: Option<PathBuf>,
+        /// Stored experiment whose variants' kernel configs to compare.
+        #[arg(long, conflicts_with_all = ["a", "b"], requires = "variants")]
+        experiment: Option<i64>,
+        /// The two variants (`A,B`) of --experiment.
+        #[arg(long, value_delimiter = ',', num_args = 1)]
+        variants: Vec<String>,
+        #[command(flatten)]
+        db: super::DbArg,
         /// Only performance-relevant options.
         #[arg(long)]
         only_perf: bool,
@@ -102,12 +114,48 @@ enum KconfigCommand {
 
 pub fn kconfig(args: KconfigArgs) -> Result<ExitCode> {
     match args.command {
-        KconfigCommand::Diff { a, b, only_perf, format, json } => {
-            let a = KernelConfig::from_file(&a).with_context(|| format!("reading {}", a.display()))?;
-            let b = KernelConfig::from_file(&b).with_context(|| format!("reading {}", b.display()))?;
+        KconfigCommand::Diff { a, b, experiment, variants, db, only_perf, format, json } => {
+            let (a, b) = match (experiment, a, b) {
+                (Some(id), _, _) => stored_configs(&db, id, &variants)?,
+                (None, Some(a), Some(b)) => (
+                    KernelConfig::from_file(&a).with_context(|| format!("reading {}", a.display()))?,
+                    KernelConfig::from_file(&b).with_context(|| format!("reading {}", b.display()))?,
+                ),
+                _ => return Err(fslab::exit::usage(anyhow::anyhow!("give two config files or --experiment"))),
+            };
             let diff = kconfig_diff(&a, &b, only_perf);
             output::print(&render_plain(chosen(format, json), "a kconfig diff", &diff, |d| d.to_string())?)?;
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The kernel configs of two variants as stored with experiment `id`.
+fn stored_configs(db: &super::DbArg, id: i64, variants: &[String]) -> Result<(KernelConfig, KernelConfig)> {
+    let [a, b] = variants else {
+        return Err(fslab::exit::usage(anyhow::anyhow!("--variants takes two variant names, `A,B`")));
+    };
+    let store = db.open_existing()?;
+    let experiment = store.experiment(id)?;
+    let environment: serde_json::Value = serde_json::from_str(&experiment.environment_json).unwrap_or_default();
+    let kernels = &environment[fslab::runner::KERNELS_KEY];
+    let config = |name: &str| -> Result<KernelConfig> {
+        let entry = &kernels[name];
+        if entry.is_null() {
+            let known: Vec<&String> = kernels.as_object().map(|o| o.keys().collect()).unwrap_or_default();
+            anyhow::bail!(
+                "experiment {id} has no variant `{name}` with a stored kernel (known: {})",
+                known.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+            );
+        }
+        let Some(text) = entry["config"].as_str() else {
+            anyhow::bail!(
+                "experiment {id}: the kernel of variant `{name}` ({}) has no config stored",
+                entry["release"]
+            );
+        };
+        let source = format!("experiment {id} variant {name} ({})", entry["release"].as_str().unwrap_or("?"));
+        Ok(KernelConfig::parse(text, &source)?)
+    };
+    Ok((config(a)?, config(b)?))
 }

@@ -5,7 +5,6 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::atomic::AtomicBool;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
@@ -242,15 +241,14 @@ fn record(args: RecordArgs) -> Result<ExitCode> {
         (None, Some(d)) => Some(((d.as_secs_f64() / args.interval.as_secs_f64()).floor() as u64).max(1)),
         (None, None) => None,
     };
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop)).context("installing signal handler")?;
-    }
+    // Ctrl-C, SIGTERM and SIGHUP end the recording, not fslab.
+    fslab::sys::signals::install()?;
+    let stop = AtomicBool::new(false);
     let file = std::fs::File::create(&args.output).with_context(|| format!("creating {}", args.output.display()))?;
     let mut out = std::io::BufWriter::new(file);
     let opts = iostatlog::RecordOptions { device: args.device.clone(), interval: args.interval, count };
     let n = iostatlog::record(&opts, &mut out, &stop)?;
     out.flush()?;
-    eprintln!("recorded {n} interval reports of {} to {}", args.device, args.output.display());
+    output::diagnostic(&format!("recorded {n} interval reports of {} to {}", args.device, args.output.display()));
     Ok(ExitCode::SUCCESS)
 }

@@ -7,10 +7,10 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::{chosen, formats, DbArg};
+use fslab::cleanup::cleanup as cleanup_stale;
 use fslab::output;
 use fslab::report::Format;
 use fslab::store::{ExperimentMeta, ExperimentSummary};
-use fslab::testbed::cleanup::cleanup as cleanup_stale;
 use fslab::testbed::workdirs;
 use serde::Serialize;
 

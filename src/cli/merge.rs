@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use fslab::output;
 use fslab::store::merge::merge as merge_into;
 use fslab::store::{Store, StoreLocation};
 
@@ -52,7 +53,7 @@ pub fn merge(args: MergeArgs) -> Result<ExitCode> {
             )?
         );
     } else {
-        eprintln!("merged {} store(s) into {}", reports.len(), args.output);
+        output::diagnostic(&format!("merged {} store(s) into {}", reports.len(), args.output));
     }
     Ok(ExitCode::SUCCESS)
 }

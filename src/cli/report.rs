@@ -36,7 +36,10 @@ pub struct ReportArgs {
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
-    let data = ReportData::load(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0))?;
+    let mut data = ReportData::load(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0))?;
+    // A `running` experiment whose fslab is gone (killed, rebooted) was interrupted, as `list` says.
+    let e = &data.experiment;
+    data.experiment.status = fslab::runner::owner::effective_status(&store, id, &e.status, &e.environment_json);
     let text = args.format.exporter().report(&data)?;
     let default_out = (args.format == Format::Html).then(|| PathBuf::from("report.html"));
     match args.output.or(default_out) {

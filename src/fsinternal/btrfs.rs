@@ -107,13 +107,7 @@ fn read_counters(
     notes: &mut Vec<String>,
     depth: u32,
 ) -> Result<()> {
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", dir.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for p in entries {
+    for p in sorted_entries(dir)? {
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if p.is_dir() {
             if depth > 0 {
@@ -136,6 +130,17 @@ fn read_counters(
     Ok(())
 }
 
+/// The paths in `dir`, sorted (so snapshots list counters in one order).
+fn sorted_entries(dir: &Path) -> Result<Vec<PathBuf>> {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| anyhow::anyhow!("reading {}: {e}", dir.display()))?
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    entries.sort();
+    Ok(entries)
+}
+
 /// Read a `/sys/fs/btrfs/<uuid>` directory (or a fixture copy of it).
 pub fn read_dir(dir: &Path) -> Result<BtrfsSnapshot> {
     let uuid = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -143,13 +148,7 @@ pub fn read_dir(dir: &Path) -> Result<BtrfsSnapshot> {
     let mut notes = Vec::new();
     let mut global = BTreeMap::new();
     let mut allocation = BTreeMap::new();
-    let mut entries: Vec<_> = std::fs::read_dir(&alloc)
-        .map_err(|e| anyhow::anyhow!("reading {}: {e}", alloc.display()))?
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    entries.sort();
-    for p in entries {
+    for p in sorted_entries(&alloc)? {
         let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if p.is_dir() {
             let mut m = BTreeMap::new();

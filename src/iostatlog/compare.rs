@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use super::summarize::{DeviceSummary, FileSummary};
+use crate::human;
 
 /// One figure in both logs.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -105,11 +106,7 @@ pub fn compare(a: &FileSummary, b: &FileSummary, device: Option<&str>) -> Compar
 }
 
 fn cell(v: Option<f64>) -> String {
-    match v {
-        None => "-".into(),
-        Some(x) if x.fract() == 0.0 && x.abs() < 1e12 => format!("{x:.0}"),
-        Some(x) => format!("{x:.2}"),
-    }
+    v.map_or_else(|| human::NONE.to_string(), human::number)
 }
 
 /// Plain-text table of a comparison.
@@ -126,9 +123,9 @@ pub fn render_comparison(c: &Comparison) -> String {
             "change %".into(),
         ]);
         for r in &d.rows {
-            let pct = r.change_pct.map(|p| format!("{p:+.1}%")).unwrap_or_else(|| "-".into());
-            let ch = r.change.map(|x| if x.fract() == 0.0 { format!("{x:+.0}") } else { format!("{x:+.2}") });
-            t.add_row(vec![r.metric.clone(), cell(r.a), cell(r.b), ch.unwrap_or_else(|| "-".into()), pct]);
+            let pct = r.change_pct.map_or_else(|| human::NONE.to_string(), human::change_pct);
+            let change = r.change.map_or_else(|| human::NONE.to_string(), human::signed);
+            t.add_row(vec![r.metric.clone(), cell(r.a), cell(r.b), change, pct]);
         }
         out.push('\n');
         out.push_str(&t.to_string());

@@ -108,7 +108,8 @@ pub fn summarize_file(
 
 /// Plain-text rendering of summaries, one block per file and device.
 pub fn render_summaries(files: &[FileSummary]) -> String {
-    let opt = |v: Option<f64>, unit: &str| v.map(|x| format!("{x:.1} {unit}")).unwrap_or_else(|| "-".into());
+    use crate::human::{with_unit, NONE};
+    let opt = |v: Option<f64>, unit: &str| v.map_or_else(|| NONE.to_string(), |x| with_unit(x, unit));
     let mut out = String::new();
     for f in files {
         out.push_str(&format!(
@@ -119,22 +120,22 @@ pub fn render_summaries(files: &[FileSummary]) -> String {
         for d in &f.devices {
             let b = &d.busy;
             out.push_str(&format!(
-                "  {}: {} samples × {:.3} s{} = {:.0} s; read {:.1} MB, written {:.1} MB\n",
+                "  {}: {} samples × {}{} = {}; read {}, written {}\n",
                 d.name,
                 d.samples,
-                d.interval_s,
+                with_unit(d.interval_s, "s"),
                 if f.interval_source == IntervalSource::Assumed { " (assumed)" } else { "" },
-                d.duration_s,
-                d.read_mb,
-                d.written_mb
+                with_unit(d.duration_s, "s"),
+                with_unit(d.read_mb, "MB"),
+                with_unit(d.written_mb, "MB")
             ));
             out.push_str(&format!(
-                "    busy (%util ≥ {}{}): {:.0} s; read {:.1} MB, written {:.1} MB; mean rareq-sz {}, wareq-sz {}\n",
+                "    busy (%util ≥ {}{}): {}; read {}, written {}; mean rareq-sz {}, wareq-sz {}\n",
                 f.util_threshold,
                 f.window_s.map(|w| format!(", first {w} s")).unwrap_or_default(),
-                b.seconds,
-                b.read_mb,
-                b.written_mb,
+                with_unit(b.seconds, "s"),
+                with_unit(b.read_mb, "MB"),
+                with_unit(b.written_mb, "MB"),
                 opt(b.mean_rareq_kb, "kB"),
                 opt(b.mean_wareq_kb, "kB"),
             ));

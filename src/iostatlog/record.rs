@@ -92,7 +92,8 @@ fn uptime_s() -> Result<f64> {
     text.split_whitespace().next().and_then(|t| t.parse().ok()).context("parsing /proc/uptime")
 }
 
-/// Records until `count` interval reports are written or `stop` is set.
+/// Records until `count` interval reports are written, `stop` is set, or
+/// a stop signal arrives ([`crate::sys::signals`]).
 /// Each report is flushed as written, so an interrupted log stays parseable.
 /// Returns the number of interval reports written.
 pub fn record(opts: &RecordOptions, out: &mut dyn Write, stop: &AtomicBool) -> Result<u64> {
@@ -120,7 +121,7 @@ pub fn record(opts: &RecordOptions, out: &mut dyn Write, stop: &AtomicBool) -> R
         // Deadlines from the start, so sleep overshoot does not accumulate.
         let deadline = start + opts.interval * (written as u32 + 1);
         while Instant::now() < deadline {
-            if stop.load(Ordering::Relaxed) {
+            if stop.load(Ordering::Relaxed) || crate::sys::signals::cancelled() {
                 return Ok(written);
             }
             std::thread::sleep((deadline - Instant::now()).min(Duration::from_millis(50)));

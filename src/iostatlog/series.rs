@@ -138,22 +138,17 @@ impl<const C: usize> BoundedSeries<C> {
         let k = self.samples;
         self.samples += 1;
         self.all_timed &= t.is_some();
+        // A full list halves its resolution first; the sample may then fit
+        // the (now wider) last bucket.
+        if !self.fits(k) && self.buckets.len() == self.cap {
+            self.halve();
+        }
         if self.fits(k) {
             let last = self.buckets.last_mut().expect("fits() saw a bucket");
             last.last = k;
             last.t_last = t;
             last.add_values(&values);
             return;
-        }
-        if self.buckets.len() == self.cap {
-            self.halve();
-            if self.fits(k) {
-                let last = self.buckets.last_mut().expect("fits() saw a bucket");
-                last.last = k;
-                last.t_last = t;
-                last.add_values(&values);
-                return;
-            }
         }
         self.buckets.push(Bucket::new(k, t, &values));
     }

@@ -117,6 +117,8 @@ pub struct ReportData {
     pub comparison: ComparisonData,
     pub series: Vec<MetricSeries>,
     pub runs: Vec<RunData>,
+    /// Where each variant ran.
+    pub places: super::places::Places,
 }
 
 impl ReportData {
@@ -133,7 +135,8 @@ impl ReportData {
             let extras = store.run_extras(run.id)?;
             runs.push(RunData { run, monitor, extras });
         }
-        Ok(ReportData { experiment, plan, environment, comparison, series, runs })
+        let places = super::places::Places::load(store, id, &environment)?;
+        Ok(ReportData { experiment, plan, environment, comparison, series, runs, places })
     }
 
     /// The answer the report opens with.

@@ -61,6 +61,7 @@ fn variant_config(name: &str, position: usize) -> serde_json::Value {
 fn build(specs: Vec<Spec>, failures: &[(&str, &str, &str)]) -> ReportData {
     let mut series = Vec::new();
     let mut runs = Vec::new();
+    // Stored seqs are 0-based plan positions, as in the store.
     let mut seq = 0;
     for (v, variant) in VARIANTS.iter().enumerate() {
         for workload in ["untar", "shell1"] {
@@ -79,18 +80,18 @@ fn build(specs: Vec<Spec>, failures: &[(&str, &str, &str)]) -> ReportData {
                 });
             }
             for rep in 0..mine[0].4[v].len() {
-                seq += 1;
                 let metrics = mine
                     .iter()
                     .map(|s| Metric { name: s.1.into(), unit: s.2.into(), higher_is_better: s.3, value: s.4[v][rep] })
                     .collect();
                 runs.push(run(seq, rep, variant, workload, metrics, None));
+                seq += 1;
             }
         }
     }
     for (variant, workload, error) in failures {
-        seq += 1;
         runs.push(run(seq, 5, variant, workload, vec![], Some(error)));
+        seq += 1;
     }
     let rows = compare_series(&series, BASELINE, &CompareConfig::default());
     let cfg = CompareConfig::default();
@@ -147,6 +148,7 @@ fn build(specs: Vec<Spec>, failures: &[(&str, &str, &str)]) -> ReportData {
         },
         series,
         runs: runs.into_iter().map(|run| RunData { run, monitor: None, extras: vec![] }).collect(),
+        places: Default::default(),
     }
 }
 
@@ -208,5 +210,6 @@ pub fn compare_report<'a>(d: &'a ReportData, runs: &'a [StoredRun]) -> CompareRe
             .as_array()
             .map(|a| a.iter().filter_map(|l| l.as_str().map(str::to_string)).collect())
             .unwrap_or_default(),
+        places: d.places.clone(),
     }
 }

@@ -16,8 +16,25 @@ pub fn pretty<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 
 impl Exporter for Json {
     /// An array of [`crate::analysis::ComparisonRow`]s.
+    /// The verdict rows; a row whose sides ran in different places (or
+    /// emulated) carries `place_marks`, and `places` says where each ran.
     fn comparison(&self, report: &CompareReport) -> Result<String> {
-        pretty(&report.comparison.rows)
+        let mut rows = Vec::with_capacity(report.comparison.rows.len());
+        for r in &report.comparison.rows {
+            let mut row = serde_json::to_value(r)?;
+            let marks = report.places.marks(&r.baseline, &r.variant);
+            if !marks.is_empty() {
+                row["place_marks"] = serde_json::json!(marks);
+            }
+            if !report.places.all_host() {
+                row["places"] = serde_json::json!({
+                    "baseline": report.places.variants.get(&r.baseline),
+                    "variant": report.places.variants.get(&r.variant),
+                });
+            }
+            rows.push(row);
+        }
+        pretty(&rows)
     }
 
     fn report(&self, _: &ReportData) -> Result<String> {

@@ -110,6 +110,22 @@ pub fn render_markdown(d: &ReportData) -> String {
         out.push('\n');
     }
 
+    if !d.places.all_host() {
+        out.push_str("### Where the variants ran\n\n");
+        for line in d.places.lines() {
+            let _ = writeln!(out, "- {}", md_esc(&line));
+        }
+        for v in c.variants.iter().filter(|v| **v != c.baseline) {
+            for m in d.places.marks(&c.baseline, v) {
+                let _ = writeln!(out, "- **{} vs {}: {}**", md_esc(v), md_esc(&c.baseline), md_esc(&m));
+            }
+            for line in d.places.finding_differences(&c.baseline, v) {
+                let _ = writeln!(out, "- doctor: {}", md_esc(&line));
+            }
+        }
+        out.push('\n');
+    }
+
     out.push_str("### Variants\n\n");
     let names = d.variant_names();
     out.push_str("| |");

@@ -17,6 +17,7 @@ pub mod fixture;
 pub mod html;
 pub mod json;
 pub mod markdown;
+pub mod places;
 pub mod summary;
 pub mod svg;
 pub mod text;
@@ -83,6 +84,8 @@ pub struct CompareReport<'a> {
     pub runs: &'a [StoredRun],
     /// Benchmark-hostile doctor findings recorded when the experiment started.
     pub hostile: Vec<String>,
+    /// Where each variant ran.
+    pub places: places::Places,
 }
 
 /// One output format: renders each document fslab prints. A format that

@@ -186,7 +186,15 @@ impl Headline {
     }
 }
 
-/// `runs 2, 5 (b / untar)`, grouping runs of the same variant and workload.
+/// The number a run is shown with: 1-based, as `fslab run` counts runs in
+/// its progress lines and `--dry-run`; the stored `seq` (JSON, CSV) is the
+/// 0-based plan position.
+pub fn run_number(seq: usize) -> usize {
+    seq + 1
+}
+
+/// `runs 2, 5 (b / untar)`, grouping runs of the same variant and workload
+/// (`runs` holds stored seqs; the text shows [`run_number`]s).
 pub fn runs_text(runs: &[(usize, String, String)]) -> String {
     let mut groups: Vec<(&str, &str, Vec<usize>)> = Vec::new();
     for (seq, v, w) in runs {
@@ -198,7 +206,7 @@ pub fn runs_text(runs: &[(usize, String, String)]) -> String {
     groups
         .iter()
         .map(|(v, w, seqs)| {
-            let list: Vec<String> = seqs.iter().map(|s| s.to_string()).collect();
+            let list: Vec<String> = seqs.iter().map(|s| run_number(*s).to_string()).collect();
             format!("{} {} ({v} / {w})", if seqs.len() == 1 { "run" } else { "runs" }, list.join(", "))
         })
         .collect::<Vec<_>>()
@@ -353,6 +361,7 @@ mod tests {
     fn runs_are_grouped() {
         let runs =
             vec![(2, "b".to_string(), "w".to_string()), (5, "b".into(), "w".into()), (7, "a".into(), "w".into())];
-        assert_eq!(runs_text(&runs), "runs 2, 5 (b / w); run 7 (a / w)");
+        // Stored seqs are 0-based; people see runs counted from 1.
+        assert_eq!(runs_text(&runs), "runs 3, 6 (b / w); run 8 (a / w)");
     }
 }

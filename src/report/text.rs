@@ -116,8 +116,10 @@ fn comparison_table(report: &CompareReport) -> Result<String> {
     }
     writeln!(out, "{table}")?;
     writeln!(out)?;
+    place_lines(report, &mut out)?;
     for r in &c.rows {
-        let notes = notes(r);
+        let mut notes = notes(r);
+        notes.extend(report.places.marks(&r.baseline, &r.variant));
         writeln!(
             out,
             "{} vs {}: {}/{} {} [{} CI {}, {}] {} n={}+{} cv={}/{} → {}{}",
@@ -151,6 +153,25 @@ fn headline_lines(headline: &Headline, out: &mut String) -> Result<()> {
     for line in headline.failure_lines() {
         writeln!(out, "  {line}")?;
     }
+    Ok(())
+}
+
+/// Where each variant ran, when not everything ran on the host.
+fn place_lines(report: &CompareReport, out: &mut String) -> Result<()> {
+    if report.places.all_host() {
+        return Ok(());
+    }
+    writeln!(out, "where the variants ran:")?;
+    for line in report.places.lines() {
+        writeln!(out, "  {line}")?;
+    }
+    let c = report.comparison;
+    for v in c.variants.iter().filter(|v| **v != c.baseline) {
+        for line in report.places.finding_differences(&c.baseline, v) {
+            writeln!(out, "  doctor: {line}")?;
+        }
+    }
+    writeln!(out)?;
     Ok(())
 }
 

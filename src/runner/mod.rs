@@ -1,8 +1,10 @@
 //! Runs one experiment: plan → for each run provision, prepare, measure,
 //! teardown → store, with adaptive rounds and `--resume`.
 
+pub mod guest;
 mod monitors;
 pub mod owner;
+mod place;
 mod plan_iter;
 mod preflight;
 pub mod progress;
@@ -16,11 +18,10 @@ use anyhow::{Context, Result};
 use crate::analysis::{adaptive_step, compare_config, reach_notes, AdaptiveStep};
 use crate::experiment::{Experiment, PlannedRun};
 use crate::inspect::environment;
-use crate::record::{RunRecord, RunStatus};
+use crate::record::RunStatus;
 use crate::store::{NewExperiment, Store, VariantRow, WorkloadRow};
 use crate::sys::signals;
 use crate::testbed::DeviceOptIn;
-use crate::workload;
 use owner::Resume;
 pub use preflight::{check_privileges, NEEDS_ROOT};
 pub use progress::{Observer, Silent};
@@ -64,6 +65,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     preflight::check_privileges(exp)?;
     preflight::check_system_dirs(exp, opts)?;
     preflight::check_tools(exp, opts)?;
+    place::check_vm_tools(exp)?;
     let resume = match (opts.resume_or_start, opts.resume) {
         (true, _) => Resume::OrStart,
         (false, true) => Resume::Required,
@@ -82,6 +84,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         workloads.push(w);
     }
     preflight::check_space(exp, opts, &workloads, observer)?;
+    let mut places = place::Places::prepare(exp)?;
 
     let diagnosis = diagnose(exp);
     for line in diagnosis.get("hostile").and_then(|h| h.as_array()).into_iter().flatten() {
@@ -94,7 +97,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
             store.set_experiment_status(id, "running")?;
             id
         }
-        None => store.create_experiment(&new_experiment(exp, diagnosis)?)?,
+        None => store.create_experiment(&new_experiment(exp, diagnosis, places.environment(exp))?)?,
     };
     let _running = owner::register(store, experiment_id);
     let done: HashSet<usize> =
@@ -124,7 +127,9 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
                 observer.skipped(planned);
                 continue;
             }
-            let record = execute(exp, planned, workloads[planned.workload].as_mut(), opts, observer);
+            let variant = &exp.variants[planned.variant];
+            observer.started(planned, &variant.name, &exp.workloads[planned.workload].label);
+            let record = places.execute(exp, planned, workloads[planned.workload].as_mut(), opts, observer);
             store.record_run(experiment_id, &record)?;
             match record.status {
                 Some(RunStatus::Ok) => summary.runs_ok += 1,
@@ -151,25 +156,16 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         (first, count) = (next_round, 1);
         observer.extend(per_round);
     }
+    places.shut_down_all(observer);
     let status = if summary.interrupted { "interrupted" } else { "complete" };
     store.set_experiment_status(experiment_id, status)?;
     observer.done();
     Ok(summary)
 }
 
-/// One planned run, start to finish; never panics the experiment on failure.
-fn execute(
-    exp: &Experiment,
-    planned: &PlannedRun,
-    workload: &mut dyn workload::Workload,
-    opts: &RunOptions,
-    observer: &mut dyn Observer,
-) -> RunRecord {
-    let variant = &exp.variants[planned.variant];
-    let config = &exp.workloads[planned.workload];
-    observer.started(planned, &variant.name, &config.label);
-    single::execute(exp, planned, variant, config, workload, opts)
-}
+/// Environment key: per variant, where it ran and its kernel (release,
+/// source, config text); see [`place::Places::environment`].
+pub const KERNELS_KEY: &str = "kernels";
 
 /// Most planned runs stored in the experiment's plan JSON: the plan is
 /// deterministic (resume recomputes it), so a huge one is not written out.
@@ -196,9 +192,10 @@ fn diagnose(exp: &Experiment) -> serde_json::Value {
     })
 }
 
-fn new_experiment(exp: &Experiment, diagnosis: serde_json::Value) -> Result<NewExperiment> {
+fn new_experiment(exp: &Experiment, diagnosis: serde_json::Value, kernels: serde_json::Value) -> Result<NewExperiment> {
     let mut environment = serde_json::to_value(environment::capture())?;
     environment["doctor"] = diagnosis;
+    environment[KERNELS_KEY] = kernels;
     environment[owner::OWNER_KEY] = serde_json::to_value(crate::sys::identity::ProcessIdentity::current())?;
     let planned = exp.min_rounds() * exp.variants.len() * exp.workloads.len();
     let plan: Vec<PlannedRun> = plan_iter::planned(exp, 0, exp.min_rounds()).take(STORED_PLAN_RUNS).collect();

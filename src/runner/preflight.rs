@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, Result};
 
 use super::{Observer, RunOptions};
+use crate::cleanup;
 use crate::exit;
 use crate::experiment::{Experiment, FsKind};
 use crate::sys::exec::have_program;
-use crate::testbed::{cleanup, space, workdirs, Medium};
+use crate::testbed::{space, workdirs, Medium};
 use crate::units::Bytes;
 use crate::workload::Workload;
 

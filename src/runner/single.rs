@@ -5,34 +5,41 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 
+use serde::{Deserialize, Serialize};
+
 use super::monitors::{self, Watch};
-use super::RunOptions;
-use crate::experiment::{CachePolicy, Experiment, PlannedRun, VariantConfig, WorkloadConfig};
-use crate::record::{RunRecord, RunStatus};
-use crate::testbed::Testbed;
+use crate::experiment::{CachePolicy, PlannedRun, VariantConfig, WorkloadConfig};
+use crate::record::{RunPlace, RunRecord, RunStatus};
+use crate::testbed::{DeviceOptIn, Testbed};
 use crate::workload::{RunContext, Workload};
 
 /// Used when a workload sets no `timeout`.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
 
-pub(super) fn execute(
-    exp: &Experiment,
+/// Where and how a run is carried out: the same on the host and inside a
+/// guest (where the work directory is the guest's own, the cache is the
+/// host's shown read-only, and the device is the VM's testbed disk).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct RunEnv {
+    /// Testbed directories are created here.
+    pub workdir: std::path::PathBuf,
+    /// Workload inputs (archives, trees), prepared before the first run.
+    pub cache_dir: std::path::PathBuf,
+    pub sample_interval: Duration,
+    /// Format this block device instead of a loop-mounted image.
+    pub device: Option<std::path::PathBuf>,
+}
+
+pub fn execute(
+    env: &RunEnv,
     planned: &PlannedRun,
     variant: &VariantConfig,
     config: &WorkloadConfig,
     workload: &mut dyn Workload,
-    opts: &RunOptions,
 ) -> RunRecord {
     let started = Instant::now();
-    let mut record = RunRecord {
-        seq: planned.seq,
-        round: planned.round,
-        variant: variant.name.clone(),
-        workload: config.label.clone(),
-        started_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
-        ..RunRecord::default()
-    };
-    match measure(exp, variant, config, workload, opts, &mut record) {
+    let mut record = new_record(planned, variant, config);
+    match measure(env, variant, config, workload, &mut record) {
         Ok(()) => record.status = Some(RunStatus::Ok),
         Err(e) => {
             record.status = Some(RunStatus::Failed);
@@ -44,24 +51,50 @@ pub(super) fn execute(
     record
 }
 
+/// A run that failed before it could start (e.g. its VM did not boot).
+pub fn failed(
+    planned: &PlannedRun,
+    variant: &VariantConfig,
+    config: &WorkloadConfig,
+    err: &anyhow::Error,
+) -> RunRecord {
+    let mut record = new_record(planned, variant, config);
+    record.status = Some(RunStatus::Failed);
+    record.error = Some(format!("{err:#}"));
+    record
+}
+
+fn new_record(planned: &PlannedRun, variant: &VariantConfig, config: &WorkloadConfig) -> RunRecord {
+    RunRecord {
+        seq: planned.seq,
+        round: planned.round,
+        variant: variant.name.clone(),
+        workload: config.label.clone(),
+        started_at: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64()),
+        place: Some(RunPlace::host()),
+        ..RunRecord::default()
+    }
+}
+
 fn measure(
-    exp: &Experiment,
+    env: &RunEnv,
     variant: &VariantConfig,
     config: &WorkloadConfig,
     workload: &mut dyn Workload,
-    opts: &RunOptions,
     record: &mut RunRecord,
 ) -> Result<()> {
+    // Checked again before every mkfs: what was free may have been mounted since.
+    let device = env.device.as_deref().map(DeviceOptIn::new).transpose()?;
     // Read-only images are packed from the tree the workload writes here.
     let mut populate = |dir: &std::path::Path| workload.populate(dir);
-    let mut bed = Testbed::provision_with(&variant.testbed, &exp.workdir, opts.device.as_ref(), Some(&mut populate))
+    let mut bed = Testbed::provision_with(&variant.testbed, &env.workdir, device.as_ref(), Some(&mut populate))
         .with_context(|| format!("provisioning variant `{}`", variant.name))?;
     record.mount = bed.mount_facts.clone();
     record.geometry = bed.geometry();
     record.notes.extend(bed.notes.iter().cloned());
     let timeout = config.timeout.unwrap_or(DEFAULT_TIMEOUT);
     let ctx = |deadline: Instant| {
-        RunContext::new(bed.root(), exp.cache_dir()).with_cgroup(bed.cgroup_procs()).with_deadline(Some(deadline))
+        RunContext::new(bed.root(), env.cache_dir.clone()).with_cgroup(bed.cgroup_procs()).with_deadline(Some(deadline))
     };
 
     let prepared = workload.prepare(&ctx(Instant::now() + timeout)).context("workload preparation");
@@ -70,7 +103,7 @@ fn measure(
             crate::sys::caches::drop_caches()?;
             workload.warm_inputs()?;
         }
-        let watch = Watch { testbed: &bed, interval: exp.sample_interval };
+        let watch = Watch { testbed: &bed, interval: env.sample_interval };
         let monitors = monitors::start_all(&watch, record);
         let result = workload.run(&ctx(Instant::now() + timeout));
         monitors::stop_all(monitors, &watch, record);

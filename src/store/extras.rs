@@ -6,7 +6,9 @@ use anyhow::{bail, Context, Result};
 
 use super::sql::{int, params, Sql, Value};
 use super::Store;
-use crate::record::{RunRecord, EXTRA_BLOCKTRACE, EXTRA_FS_AFTER, EXTRA_FS_BEFORE, EXTRA_FS_DELTA, EXTRA_NOTES};
+use crate::record::{
+    RunRecord, EXTRA_BLOCKTRACE, EXTRA_FS_AFTER, EXTRA_FS_BEFORE, EXTRA_FS_DELTA, EXTRA_NOTES, EXTRA_PLACE,
+};
 
 /// The extras of `run` in the order they are stored.
 pub(super) fn extras_of(run: &RunRecord) -> Vec<(String, serde_json::Value)> {
@@ -20,6 +22,9 @@ pub(super) fn extras_of(run: &RunRecord) -> Vec<(String, serde_json::Value)> {
     if !run.notes.is_empty() {
         out.push((EXTRA_NOTES.to_string(), serde_json::Value::from(run.notes.clone())));
     }
+    if let Some(place) = &run.place {
+        out.push((EXTRA_PLACE.to_string(), serde_json::to_value(place).unwrap_or_default()));
+    }
     out
 }
 
@@ -30,6 +35,9 @@ pub(super) fn record_extras(record: &mut RunRecord, extras: &[(String, serde_jso
             EXTRA_BLOCKTRACE => record.blocktrace = Some(v.clone()),
             EXTRA_NOTES => {
                 record.notes = serde_json::from_value(v.clone()).context("the notes extra is not a list of strings")?
+            }
+            EXTRA_PLACE => {
+                record.place = Some(serde_json::from_value(v.clone()).context("the place extra is not a run place")?)
             }
             EXTRA_FS_BEFORE | EXTRA_FS_AFTER | EXTRA_FS_DELTA => record.fs_snapshots.push((kind.clone(), v.clone())),
             other => bail!("extra kind {other:?} has no place in a run record"),
@@ -69,6 +77,33 @@ impl Store {
     pub fn run_extras(&self, run_id: i64) -> Result<Vec<(String, serde_json::Value)>> {
         let loc = self.location();
         self.read(|q| read_extras(q, run_id)).with_context(|| format!("cannot read extras of run {run_id} from {loc}"))
+    }
+
+    /// Every distinct place the ok runs of `experiment_id` ran in, per
+    /// variant (`(variant, place)`, sorted); runs stored without one are
+    /// host runs of an older fslab and are left out.
+    pub fn variant_places(&self, experiment_id: i64) -> Result<Vec<(String, crate::record::RunPlace)>> {
+        let loc = self.location();
+        self.read(|q| {
+            let rows = q.query(
+                "SELECT DISTINCT r.variant, e.json FROM run_extras e JOIN runs r ON r.id = e.run_id \
+                 WHERE r.experiment_id = ?1 AND e.kind = ?2 AND r.status = 'ok' ORDER BY r.variant",
+                params![experiment_id, EXTRA_PLACE],
+            )?;
+            let mut out: Vec<(String, crate::record::RunPlace)> = Vec::new();
+            for r in rows {
+                let (variant, json): (String, String) = (r.get(0)?, r.get(1)?);
+                let mut place: crate::record::RunPlace = serde_json::from_str(&json)
+                    .with_context(|| format!("a place of variant {variant} is not valid"))?;
+                // Boot time differs between the first and later runs of one VM.
+                place.boot_s = None;
+                if !out.iter().any(|(v, p)| *v == variant && *p == place) {
+                    out.push((variant, place));
+                }
+            }
+            Ok(out)
+        })
+        .with_context(|| format!("cannot read run places of experiment {experiment_id} from {loc}"))
     }
 }
 

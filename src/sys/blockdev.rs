@@ -40,3 +40,13 @@ pub fn kernel_name(device: &Path) -> Result<String> {
         .map(str::to_string)
         .with_context(|| format!("{} has no device name", device.display()))
 }
+
+/// Size of block device `device` in bytes (`/sys/class/block/<name>/size`
+/// counts 512-byte sectors whatever the logical block size).
+pub fn size_bytes(device: &Path) -> Result<u64> {
+    let name = kernel_name(device)?;
+    let path = Path::new("/sys/class/block").join(&name).join("size");
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    let sectors: u64 = text.trim().parse().with_context(|| format!("{}: not a sector count", path.display()))?;
+    Ok(sectors * 512)
+}

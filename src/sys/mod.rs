@@ -3,6 +3,7 @@
 
 pub mod blockdev;
 pub mod caches;
+pub mod contain;
 pub mod exec;
 pub mod identity;
 pub mod marker;

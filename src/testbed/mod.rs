@@ -4,12 +4,11 @@
 //! Everything a testbed creates is named `fslab-tb-<pid>-s<start>-<n>` (its
 //! directory under the work directory, the image inside it, the mount point,
 //! the cgroup), and its directory carries a marker file with the owner's
-//! identity ([`crate::sys::marker`]), so [`cleanup`] can find what a killed
+//! identity ([`crate::sys::marker`]), so [`crate::cleanup`] can find what a killed
 //! fslab left behind, tell whether its owner is still alive, and never
 //! delete a directory fslab did not make.
 
 pub mod cgroup;
-pub mod cleanup;
 pub mod config;
 pub mod device_optin;
 pub mod filesystem;
@@ -171,6 +170,7 @@ impl Testbed {
             self.mounted = true;
             return self.read_back(&config.mount);
         }
+        load_module(config)?;
         let dev = match device {
             Some(opt_in) => {
                 // Again right before mkfs: it may have been mounted since fslab started.
@@ -183,6 +183,7 @@ impl Testbed {
                 file.set_len(config.size.0).with_context(|| format!("sizing {}", image.display()))?;
                 drop(file);
                 self.image = Some(image.clone());
+                crate::sys::modules::ensure_loaded("loop")?;
                 let dev = loopdev::attach(&image)?;
                 self.loop_attached = true;
                 dev
@@ -215,9 +216,7 @@ impl Testbed {
         device: Option<&DeviceOptIn>,
         populate: Option<Populate<'_>>,
     ) -> Result<()> {
-        if device.is_some() {
-            bail!("a {} testbed is an image file fslab builds; it cannot use --device", config.fs);
-        }
+        load_module(config)?;
         let Some(populate) = populate else {
             bail!("a {} testbed is packed from a workload's files, and none was given", config.fs);
         };
@@ -233,8 +232,22 @@ impl Testbed {
         let built = image::build(format, &options, &config.mkfs, &staging, &image)?;
         self.metrics = built.metrics();
 
-        let dev = loopdev::attach_with(&image, true)?;
-        self.loop_attached = true;
+        let dev = match device {
+            // The packed image is written onto the device (a VM's testbed
+            // disk), so reads go through that device's queue, not a loop file.
+            Some(opt_in) => {
+                opt_in.check()?;
+                copy_onto(&image, &opt_in.path)?;
+                let _ = fs::remove_file(&image);
+                opt_in.path.clone()
+            }
+            None => {
+                crate::sys::modules::ensure_loaded("loop")?;
+                let dev = loopdev::attach_with(&image, true)?;
+                self.loop_attached = true;
+                dev
+            }
+        };
         self.device = Some(dev.clone());
         let kernel_name = blockdev::kernel_name(&dev)?;
         self.device_name = Some(kernel_name.clone());
@@ -346,7 +359,7 @@ impl Testbed {
         }
         if self.owns_dir && !self.mounted && !self.loop_attached {
             // Never delete through a mount (a workload may have mounted something inside).
-            let inside = cleanup::mounted_under(&self.dir);
+            let inside = mount::mounted_under(&self.dir);
             if !inside.is_empty() {
                 errors.push(format!("not removing {}: {} is mounted inside it", self.dir.display(), inside.join(", ")));
             } else if let Err(e) = fs::remove_dir_all(&self.dir) {
@@ -367,7 +380,7 @@ impl Testbed {
 impl Drop for Testbed {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("fslab: {e:#} (run `fslab cleanup` to retry)");
+            crate::output::diagnostic(&format!("fslab: {e:#} (run `fslab cleanup` to retry)"));
         }
     }
 }
@@ -378,4 +391,32 @@ fn join_options(first: &str, rest: &str) -> String {
     } else {
         format!("{first},{rest}")
     }
+}
+
+/// The filesystem's kernel module, when the running kernel has it as one
+/// (stock distribution kernels build most filesystems as modules).
+fn load_module(config: &TestbedConfig) -> Result<()> {
+    match config.fs.fs().module() {
+        Some(module) => crate::sys::modules::ensure_loaded(module),
+        None => Ok(()),
+    }
+}
+
+/// Write `image` to the start of block device `device`, and flush it there.
+fn copy_onto(image: &Path, device: &Path) -> Result<()> {
+    let mut from = fs::File::open(image).with_context(|| format!("opening {}", image.display()))?;
+    let size = from.metadata()?.len();
+    let capacity = blockdev::size_bytes(device)?;
+    if size > capacity {
+        bail!(
+            "the packed image ({}) does not fit on {} ({}); give the testbed a larger `size`",
+            crate::human::bytes(size as f64),
+            device.display(),
+            crate::human::bytes(capacity as f64)
+        );
+    }
+    let mut to =
+        fs::OpenOptions::new().write(true).open(device).with_context(|| format!("opening {}", device.display()))?;
+    std::io::copy(&mut from, &mut to).with_context(|| format!("writing the image onto {}", device.display()))?;
+    to.sync_all().with_context(|| format!("flushing {}", device.display()))
 }

@@ -128,6 +128,13 @@ fn size_equal(requested: &str, effective: &str) -> bool {
     }
 }
 
+/// Mount points at or below `dir`.
+pub fn mounted_under(dir: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+    parse_mountinfo(&text).into_iter().map(|m| m.mountpoint).filter(|p| Path::new(p).starts_with(&dir)).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
-use super::kinds::{self, probe};
+use super::kinds::{self, probe, Handler};
 use super::protocol::{self, Ready, Reply, Request, Response, SessionInfo, READY_FILE, SESSION_FILE, SHUTDOWN};
 use crate::sys::modules::ensure_loaded;
 
@@ -29,9 +29,11 @@ const BUSY_WINDOW: Duration = Duration::from_secs(2);
 /// How long the testbed disk may take to appear after `virtio_blk` loads.
 const DISK_WAIT: Duration = Duration::from_secs(30);
 
-/// Serve `exchange` until shutdown. An error means setup failed (and was
-/// reported in `ready.json`) or the exchange broke.
-pub fn run(exchange: &Path) -> Result<()> {
+/// Serve `exchange` until shutdown, answering the built-in kinds and
+/// `extra` (kinds of layers above the VM, such as the runner's `run`). An
+/// error means setup failed (and was reported in `ready.json`) or the
+/// exchange broke.
+pub fn run(exchange: &Path, extra: &[(&str, Handler)]) -> Result<()> {
     let info: SessionInfo = protocol::read_if_present(&exchange.join(SESSION_FILE))?
         .with_context(|| format!("{} has no {SESSION_FILE}", exchange.display()))?;
     let ready = match setup(&info) {
@@ -63,7 +65,7 @@ pub fn run(exchange: &Path) -> Result<()> {
         };
         let _ = fs::remove_file(&path);
         let done = request.kind == SHUTDOWN;
-        let reply = if done { Reply::Ok(Value::Null) } else { answer(&request) };
+        let reply = if done { Reply::Ok(Value::Null) } else { answer(&request, extra) };
         protocol::write_atomic(&protocol::response_path(exchange, seq), &Response { seq, reply })?;
         if done {
             return Ok(());
@@ -94,12 +96,16 @@ fn setup(info: &SessionInfo) -> Result<Option<String>> {
 
 /// Run the handler of `request.kind`; a panic in it is an error reply, not
 /// a dead agent.
-fn answer(request: &Request) -> Reply {
-    let Some(handler) = kinds::handler(&request.kind) else {
+fn answer(request: &Request, extra: &[(&str, Handler)]) -> Reply {
+    let found =
+        kinds::handler(&request.kind).or_else(|| extra.iter().find(|(k, _)| *k == request.kind).map(|(_, h)| *h));
+    let Some(handler) = found else {
+        let mut known = kinds::names();
+        known.extend(extra.iter().map(|(k, _)| *k));
         return Reply::Error(format!(
             "the guest agent knows no request kind `{}` (known: {}, {SHUTDOWN})",
             request.kind,
-            kinds::names().join(", ")
+            known.join(", ")
         ));
     };
     let body = request.body.clone();

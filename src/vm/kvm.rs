@@ -16,7 +16,7 @@ use std::sync::{LazyLock, Mutex};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
-use super::spawn::{kill_group, spawn_contained};
+use crate::sys::contain::{kill_group, spawn_contained};
 use crate::sys::signals::cancelled;
 
 /// How long the kernel gets to print its first line under KVM.

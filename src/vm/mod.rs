@@ -29,7 +29,6 @@ pub mod kvm;
 pub mod leftovers;
 pub mod protocol;
 pub mod session;
-mod spawn;
 pub mod tools;
 
 use std::path::{Path, PathBuf};

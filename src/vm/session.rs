@@ -27,9 +27,9 @@ use serde_json::Value;
 
 use super::kinds::probe::GuestFacts;
 use super::protocol::{self, Ready, Reply, Request, Response, SessionInfo, READY_FILE, SESSION_FILE, SHUTDOWN};
-use super::spawn::{kill_group, spawn_contained};
 use super::{console, hidden_in_guest, kvm, tools, Accel, VmConfig, TCG_WARNING};
 use crate::kernel::KernelArtifacts;
+use crate::sys::contain::{kill_group, spawn_contained};
 use crate::sys::signals::cancelled;
 use crate::testbed::cgroup;
 
@@ -481,7 +481,7 @@ impl VmSession {
         let console_tail = console::tail(&self.console);
         if !matches!(failure, Failure::Handler { .. }) {
             if let Err(e) = self.teardown() {
-                eprintln!("fslab: tearing down VM {}: {e:#}", self.name);
+                crate::output::diagnostic(&format!("fslab: tearing down VM {}: {e:#}", self.name));
             }
         }
         VmError { failure, console_tail, session: self.name.clone() }
@@ -517,7 +517,7 @@ impl VmSession {
 impl Drop for VmSession {
     fn drop(&mut self) {
         if let Err(e) = self.teardown() {
-            eprintln!("fslab: {e:#}");
+            crate::output::diagnostic(&format!("fslab: {e:#}"));
         }
     }
 }

@@ -231,10 +231,6 @@ impl Workload for Metadata {
     }
 
     fn cleanup(&mut self, ctx: &RunContext) -> Result<()> {
-        let root = ctx.dir.join(TREE);
-        if root.exists() {
-            fs::remove_dir_all(&root).with_context(|| format!("removing {}", root.display()))?;
-        }
-        Ok(())
+        super::remove_tree(&ctx.dir.join(TREE))
     }
 }

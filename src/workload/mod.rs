@@ -246,10 +246,17 @@ pub trait Workload: Send {
 /// An empty directory at `path`, removing what an earlier run left there.
 pub(crate) fn fresh_dir(path: &Path) -> Result<()> {
     use anyhow::Context;
-    if path.exists() {
-        std::fs::remove_dir_all(path).with_context(|| format!("removing old {}", path.display()))?;
-    }
+    remove_tree(path)?;
     std::fs::create_dir(path).with_context(|| format!("creating {}", path.display()))
+}
+
+/// Remove the tree at `path` if there is one (a workload's `cleanup`).
+pub(crate) fn remove_tree(path: &Path) -> Result<()> {
+    use anyhow::Context;
+    if path.exists() {
+        std::fs::remove_dir_all(path).with_context(|| format!("removing {}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Shared checks of kind keys, so each kind states its bounds in one line.

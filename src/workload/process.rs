@@ -2,10 +2,7 @@
 //! testbed's cgroup, in their own process group, with a deadline and a
 //! cancellation flag honoured (Ctrl-C, SIGTERM, SIGHUP, timeout).
 
-use std::ffi::CString;
 use std::io::Read;
-use std::os::unix::ffi::OsStrExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -14,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use crate::sys::contain::{contain, kill_group};
 use crate::sys::signals::{cancelled, check_cancelled};
 
 /// What a finished process did.
@@ -103,32 +101,7 @@ impl RunContext {
     pub fn execute_unchecked(&self, mut cmd: Command, what: &str) -> Result<ProcessOutcome> {
         check_cancelled()?;
         cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-        let procs = match &self.cgroup_procs {
-            Some(p) => Some(CString::new(p.as_os_str().as_bytes()).context("cgroup path")?),
-            None => None,
-        };
-        // SAFETY: only async-signal-safe calls (setpgid, open, write, close)
-        // between fork and exec; the path was allocated before the fork.
-        unsafe {
-            cmd.pre_exec(move || {
-                if libc::setpgid(0, 0) != 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                if let Some(path) = &procs {
-                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-                    if fd < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    let written = libc::write(fd, b"0\n".as_ptr().cast(), 2);
-                    let err = std::io::Error::last_os_error();
-                    libc::close(fd);
-                    if written < 0 {
-                        return Err(err);
-                    }
-                }
-                Ok(())
-            });
-        }
+        contain(&mut cmd, self.cgroup_procs.as_deref())?;
         let start = Instant::now();
         let mut child = cmd.spawn().with_context(|| format!("starting {what}"))?;
         let pid = child.id() as libc::pid_t;
@@ -183,13 +156,6 @@ impl RunContext {
 
 fn timeval_s(tv: libc::timeval) -> f64 {
     tv.tv_sec as f64 + tv.tv_usec as f64 / 1e6
-}
-
-fn kill_group(pgid: libc::pid_t) {
-    // SAFETY: signalling a process group we created; ESRCH is harmless.
-    unsafe {
-        libc::kill(-pgid, libc::SIGKILL);
-    }
 }
 
 /// Drain a pipe on a thread, keeping only the last [`TAIL_BYTES`].

@@ -280,7 +280,7 @@ fn cleanup_removes_stale_trace_instances_only() {
     // A leftover of a process that no longer exists (above any pid_max).
     let stale = mine.parent().unwrap().join("fslab-tb-999999999-bt0");
     std::fs::create_dir(&stale).unwrap();
-    let report = fslab::testbed::cleanup::cleanup(&[], false);
+    let report = fslab::cleanup::cleanup(&[], false);
     let stale_gone = !stale.exists();
     let mine_kept = mine.exists();
     let s = tracer.stop();

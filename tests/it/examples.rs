@@ -24,14 +24,60 @@ fn run_quick(name: &str) {
     assert!(!store.metric_series(summary.experiment_id).unwrap().is_empty());
 }
 
+/// Kernel examples name packages under `pkg/` next to the file (the README
+/// says how to fetch them); here a copy of the file sits next to a `pkg`
+/// link to the test kernels' cache (`scripts/fetch-test-kernels`).
+fn with_kernel_packages(path: &Path, text: &str, dir: &Path) -> std::path::PathBuf {
+    let kernels = crate::vm::kernels_dir();
+    let link = dir.join("pkg");
+    if !link.exists() {
+        std::os::unix::fs::symlink(&kernels, &link).unwrap();
+    }
+    for package in text.lines().filter_map(|l| l.split("\"pkg/").nth(1)).map(|r| r.split('"').next().unwrap()) {
+        if !kernels.join(package).exists() {
+            fslab::testsupport::skip(&format!(
+                "{package} is not in {} (scripts/fetch-test-kernels)",
+                kernels.display()
+            ));
+        }
+    }
+    let copy = dir.join(path.file_name().unwrap());
+    std::fs::write(&copy, text).unwrap();
+    copy
+}
+
 #[test]
 fn every_example_parses_and_documents_itself() {
+    let dir = common::workdir("fslab-example");
+    let mut kernel_examples = 0;
     for entry in std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples")).unwrap() {
         let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with('#'), "{} must start with a comment saying what it is", path.display());
-        experiment::load(&path).unwrap();
+        if !text.contains("kernel = \"pkg/") {
+            experiment::load(&path).unwrap();
+            continue;
+        }
+        kernel_examples += 1;
+        let copy = with_kernel_packages(&path, &text, dir.path());
+        let mut exp = experiment::load(&copy).unwrap_or_else(|e| panic!("{}: {e:#}", path.display()));
+        assert!(exp.variants.iter().any(|v| v.kernel.is_some()), "{}", path.display());
+        // The quick form's plan, as `fslab run --quick --dry-run` prints it.
+        experiment::make_quick(&mut exp);
+        let out = std::process::Command::new(common::fslab_bin())
+            .args(["run", "--quick", "--dry-run", copy.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{}: {shown}{}", path.display(), String::from_utf8_lossy(&out.stderr));
+        for v in &exp.variants {
+            assert!(shown.contains(&v.name), "{}: the plan names variant {}: {shown}", path.display(), v.name);
+        }
     }
+    assert_eq!(kernel_examples, 3, "kernel-upgrade, kernel-upgrade-squashfs and preempt-rt");
 }
 
 #[test]

@@ -23,33 +23,9 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 
 /// The A/B file from the foundation issue, exactly as written, plus a work directory.
 fn issue_ab(workdir: &std::path::Path) -> String {
-    format!(
-        r#"name = "throttle sanity"
-repetitions = 5                 # or {{ min = 5, max = 20 }} (see below)
-workdir = "{}"
-
-[[variant]]
-name = "fast"
-fs = "ext4"
-size = "1GiB"
-mkfs = ["-E", "lazy_itable_init=0,lazy_journal_init=0"]
-mount = "noatime,mb_optimize_scan=0"
-throttle = {{ write_bps = "64MiB" }}
-
-[[variant]]
-name = "slow"
-fs = "ext4"
-size = "1GiB"
-mkfs = ["-E", "lazy_itable_init=0,lazy_journal_init=0"]
-mount = "noatime,mb_optimize_scan=0"
-throttle = {{ write_bps = "32MiB" }}
-
-[[workload]]
-kind = "untar"
-profile = "small"
-"#,
-        workdir.display()
-    )
+    let first = "repetitions = 5";
+    assert!(crate::spec::ISSUE_EXAMPLE.contains(first));
+    crate::spec::ISSUE_EXAMPLE.replacen(first, &format!("workdir = \"{}\"\n{first}", workdir.display()), 1)
 }
 
 #[test]

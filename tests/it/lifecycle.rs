@@ -79,13 +79,7 @@ fn signal_test(signal: nix::sys::signal::Signal, expected: i32) {
     assert_eq!(code, Some(expected), "128 + the signal: {stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert_eq!(common::leftovers(&needle), Vec::<String>::new());
-    assert_eq!(
-        std::fs::read_dir(dir.path().join("work"))
-            .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("fslab-tb-"))
-            .count(),
-        0
-    );
+    assert_eq!(common::testbed_dirs(&dir.path().join("work")), Vec::<String>::new());
 }
 
 #[test]
@@ -168,13 +162,7 @@ fn sigkill_leftovers_are_removed_by_cleanup() {
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(stdout.contains("removed mount") && stdout.contains("removed loop device"), "{stdout}");
     assert_eq!(common::leftovers(&needle), Vec::<String>::new());
-    assert_eq!(
-        std::fs::read_dir(dir.path().join("work"))
-            .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().starts_with("fslab-tb-"))
-            .count(),
-        0
-    );
+    assert_eq!(common::testbed_dirs(&dir.path().join("work")), Vec::<String>::new());
 }
 
 #[test]

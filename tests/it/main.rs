@@ -12,6 +12,7 @@ mod filemix;
 mod fsinternal;
 mod inspect_cli;
 mod iostat_logs;
+mod kernels;
 mod lifecycle;
 mod pipes;
 mod report;

@@ -3,7 +3,7 @@
 
 use fslab::experiment::{self, plan_rounds, FsKind, Repetitions, RunOrder, UntarSource, WorkloadParams};
 
-const ISSUE_EXAMPLE: &str = r#"
+pub(crate) const ISSUE_EXAMPLE: &str = r#"
 name = "throttle sanity"
 repetitions = 5                 # or { min = 5, max = 20 } (see below)
 

@@ -19,12 +19,12 @@ use fslab::vm::{self, Accel, Failure, VmConfig, VmError, VmSession};
 /// tests that run beside them.
 static ONE_VM: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn one_vm() -> std::sync::MutexGuard<'static, ()> {
+pub(crate) fn one_vm() -> std::sync::MutexGuard<'static, ()> {
     ONE_VM.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Where `scripts/fetch-test-kernels` puts the packages.
-fn kernels_dir() -> PathBuf {
+pub(crate) fn kernels_dir() -> PathBuf {
     std::env::var_os("FSLAB_TEST_KERNELS").map(PathBuf::from).unwrap_or_else(|| "/var/tmp/fslab-test-kernels".into())
 }
 
@@ -39,7 +39,7 @@ fn kernel_deb(version: &str) -> Option<PathBuf> {
 
 /// Root, the VM tools and the kernel package `version`; otherwise a skip
 /// (a failure under CI=true).
-fn vm_prerequisites(version: &str) -> Option<PathBuf> {
+pub(crate) fn vm_prerequisites(version: &str) -> Option<PathBuf> {
     if !common::root_or_skip() {
         return None;
     }
@@ -58,12 +58,12 @@ fn vm_prerequisites(version: &str) -> Option<PathBuf> {
 }
 
 /// Unpacked once and shared by every test and run (the cache is keyed by content).
-fn resolve_deb(deb: &Path) -> KernelArtifacts {
+pub(crate) fn resolve_deb(deb: &Path) -> KernelArtifacts {
     kernel::resolve(&KernelSource::Deb(deb.to_path_buf()), &kernels_dir().join("cache")).unwrap()
 }
 
 /// What the package name says the release is (`linux-image-<release>_…`).
-fn release_from_name(deb: &Path) -> String {
+pub(crate) fn release_from_name(deb: &Path) -> String {
     let name = deb.file_name().unwrap().to_string_lossy().into_owned();
     name.strip_prefix("linux-image-").unwrap().split('_').next().unwrap().to_string()
 }

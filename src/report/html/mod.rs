@@ -166,6 +166,7 @@ mod tests {
                 ),
                 run(2, "b", vec![("blocktrace".into(), off)]),
             ],
+            places: Default::default(),
         }
     }
 
@@ -202,6 +203,8 @@ mod tests {
         assert_eq!(answer.matches("<tr><td>").count(), 2, "{answer}");
         assert_eq!(answer.matches("data-chart=\"dot\"").count(), 1);
         assert!(answer.contains("untar/total_s"));
+        // Runs are counted from 1 (stored seq 0 is run 1), as `fslab run` counts them.
+        assert!(answer.contains(">optimize_scan=0 run 1: 10<") && !answer.contains(" run 0:"), "{answer}");
         // The environment is folded.
         assert!(page[at("environment")..].starts_with("id=\"environment\"><h2>Environment</h2><details>"));
 

@@ -13,7 +13,7 @@ use crate::human;
 use crate::record::RunStatus;
 use crate::report::data::{mean_ci, sweep_point, ReportData, RunData};
 use crate::report::describe::{json_text, VARIANT_ROWS};
-use crate::report::summary::{ci_level, notes, Cell, VERDICT_COLUMNS};
+use crate::report::summary::{ci_level, notes, run_number, Cell, VERDICT_COLUMNS};
 use crate::report::svg::{color, dot_plot, esc, line_chart, DotGroup, Line};
 
 /// `(workload, metric, unit, higher_is_better)` of a stored series.
@@ -55,6 +55,27 @@ pub fn answer(d: &ReportData, out: &mut String) {
             let _ = write!(out, "<li><code>{}</code></li>", esc(&f));
         }
         out.push_str("</ul>");
+    }
+    if !d.places.all_host() {
+        out.push_str("<p>Where the variants ran:</p><ul class=\"places\">");
+        for line in d.places.lines() {
+            let _ = write!(out, "<li>{}</li>", esc(&line));
+        }
+        out.push_str("</ul>");
+        let mut marked: Vec<String> = Vec::new();
+        for v in c_variants(d) {
+            for m in d.places.marks(&d.comparison.baseline, &v) {
+                if !marked.contains(&m) {
+                    marked.push(m);
+                }
+            }
+            for line in d.places.finding_differences(&d.comparison.baseline, &v) {
+                marked.push(format!("doctor: {line}"));
+            }
+        }
+        for m in marked {
+            let _ = write!(out, "<p class=\"warning\">{}</p>", esc(&m));
+        }
     }
     let hostile = d.environment["doctor"]["hostile"].as_array().map(Vec::len).unwrap_or(0);
     if hostile > 0 {
@@ -175,7 +196,7 @@ fn metric_chart(d: &ReportData, names: &[String], w: &str, m: &str, unit: &str, 
             .map(|r| r.run.seq)
             .collect();
         let labels = if seqs.len() == s.values.len() {
-            seqs.iter().map(|q| format!("{name} run {q}")).collect()
+            seqs.iter().map(|q| format!("{name} run {}", run_number(*q))).collect()
         } else {
             Vec::new()
         };
@@ -317,7 +338,7 @@ pub fn device_time_series(d: &ReportData, out: &mut String) {
             for (i, runs) in &per_variant {
                 if let Some(m) = runs.get(k).and_then(|r| r.monitor.as_ref().map(|m| (r, m))) {
                     let name = names.get(*i).cloned().unwrap_or_default();
-                    seqs.push(format!("{name}: run {}", m.0.run.seq));
+                    seqs.push(format!("{name}: run {}", run_number(m.0.run.seq)));
                     series.push(IoSeries::from_monitor(&name, color(*i), m.1));
                 }
             }
@@ -373,7 +394,7 @@ pub fn device_time_series(d: &ReportData, out: &mut String) {
                     out,
                     "<tr><td class=\"num\">{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
                      <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td></tr>",
-                    r.run.seq,
+                    run_number(r.run.seq),
                     esc(&r.run.variant),
                     esc(&r.run.workload),
                     human::number(t.read_mb),
@@ -405,7 +426,7 @@ pub fn extras(d: &ReportData, out: &mut String) {
             out,
             "<details class=\"extras\"{}><summary>run {} — {} — {}</summary>",
             if r.run.round == 0 { " open" } else { "" },
-            r.run.seq,
+            run_number(r.run.seq),
             esc(&r.run.variant),
             esc(&r.run.workload)
         );
@@ -602,4 +623,9 @@ fn legend_table(names: &[String]) -> String {
     }
     out.push_str("</p>");
     out
+}
+
+/// The variants compared against the baseline.
+fn c_variants(d: &ReportData) -> Vec<String> {
+    d.comparison.variants.iter().filter(|v| **v != d.comparison.baseline).cloned().collect()
 }

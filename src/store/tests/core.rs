@@ -536,7 +536,7 @@ fn parse_csv(text: &str) -> Vec<Vec<String>> {
     rows
 }
 
-const CSV_COLUMNS: [&str; 11] = [
+const CSV_COLUMNS: [&str; 12] = [
     "experiment_id",
     "experiment",
     "run_seq",
@@ -544,6 +544,7 @@ const CSV_COLUMNS: [&str; 11] = [
     "variant",
     "workload",
     "status",
+    "error",
     "metric",
     "unit",
     "higher_is_better",
@@ -580,18 +581,34 @@ fn csv_export_quotes_awkward_names() {
         assert_eq!(export::csv_header(), CSV_COLUMNS.map(String::from).to_vec());
         assert_eq!(rows.len(), 4);
         let id = exp.to_string();
-        let row = |v: [&str; 11]| v.map(String::from).to_vec();
+        let row = |v: [&str; 12]| v.map(String::from).to_vec();
         let name = "sd card, \"slow\"";
         assert_eq!(
             rows[1],
-            row([&id, name, "0", "0", "ext4\ndefaults", "untar,linux", "ok", "elapsed, total", "s", "false", "61.25"])
+            row([
+                &id,
+                name,
+                "0",
+                "0",
+                "ext4\ndefaults",
+                "untar,linux",
+                "ok",
+                "",
+                "elapsed, total",
+                "s",
+                "false",
+                "61.25"
+            ])
         );
         assert_eq!(
             rows[2],
-            row([&id, name, "0", "0", "ext4\ndefaults", "untar,linux", "ok", "rate", "\"MB\"/s", "true", "3"])
+            row([&id, name, "0", "0", "ext4\ndefaults", "untar,linux", "ok", "", "rate", "\"MB\"/s", "true", "3"])
         );
-        // The failed run without metrics still shows up.
-        assert_eq!(rows[3], row([&id, name, "1", "0", "ext4\ndefaults", "untar,linux", "failed", "", "", "", ""]));
+        // The failed run without metrics still shows up, with why it failed.
+        assert_eq!(
+            rows[3],
+            row([&id, name, "1", "0", "ext4\ndefaults", "untar,linux", "failed", "mkfs failed", "", "", "", ""])
+        );
     }
 }
 

@@ -5,6 +5,7 @@
 //! unless uncompressed, `-C PCLUSTER`; the variant's `mkfs` list is
 //! appended before the paths.
 
+use std::ops::RangeInclusive;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
@@ -55,36 +56,8 @@ impl ImageFormat for Erofs {
     fn resolve(&self, table: Table, src: &Source) -> Result<ImageOptions> {
         let k: Keys = table.parse(src)?;
         // mkfs.erofs's own default: uncompressed.
-        let compressor = match &k.compressor {
-            None => "none".to_string(),
-            Some(c) if COMPRESSORS.contains(&c.get_ref().as_str()) => c.get_ref().clone(),
-            Some(c) => {
-                let msg = format!("unknown erofs compressor `{}` (one of {})", c.get_ref(), COMPRESSORS.join(", "));
-                return Err(src.err(c.span(), "compressor", msg));
-            }
-        };
-        let level = match &k.level {
-            None => None,
-            Some(l) => {
-                let range = match compressor.as_str() {
-                    "zstd" => 1..=22,
-                    "lz4hc" | "libdeflate" => 0..=12,
-                    "lzma" | "deflate" => 0..=9,
-                    _ => {
-                        return Err(src.err(
-                            l.span(),
-                            "level",
-                            format!("erofs compressor `{compressor}` takes no level"),
-                        ))
-                    }
-                };
-                if !range.contains(l.get_ref()) {
-                    let msg = format!("erofs {compressor} takes a level from {} to {}", range.start(), range.end());
-                    return Err(src.err(l.span(), "level", msg));
-                }
-                Some(*l.get_ref() as u32)
-            }
-        };
+        let (compressor, level) =
+            super::resolve_compression("erofs", &k.compressor, "none", COMPRESSORS, &k.level, levels, src)?;
         let pcluster_size = match &k.pcluster_size {
             None => None,
             Some(p) if compressor == "none" => {
@@ -168,4 +141,14 @@ pub fn parse_compressors(help: &str) -> Option<Vec<String>> {
         .map(String::from)
         .collect();
     (!names.is_empty()).then_some(names)
+}
+
+/// The levels erofs's packer takes for a compressor (`None`: it takes no level).
+fn levels(compressor: &str) -> Option<RangeInclusive<i64>> {
+    match compressor {
+        "zstd" => Some(1..=22),
+        "lz4hc" | "libdeflate" => Some(0..=12),
+        "lzma" | "deflate" => Some(0..=9),
+        _ => None,
+    }
 }

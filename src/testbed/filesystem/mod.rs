@@ -12,10 +12,12 @@ mod squashfs;
 mod tmpfs;
 mod xfs;
 
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
 use super::config::ImageOptions;
 use crate::fsinternal::FsSnapshot;
@@ -87,6 +89,37 @@ pub trait Filesystem: Sync {
     fn image(&self) -> Option<&dyn ImageFormat> {
         None
     }
+}
+
+/// The `compressor` and `level` keys both image formats have: a compressor
+/// the packer knows (`default` when absent) and a level in that compressor's
+/// range (`levels` is `None` for a compressor that takes no level).
+fn resolve_compression(
+    fs: &str,
+    compressor: &Option<Spanned<String>>,
+    default: &str,
+    known: &[&str],
+    level: &Option<Spanned<i64>>,
+    levels: fn(&str) -> Option<RangeInclusive<i64>>,
+    src: &Source,
+) -> Result<(String, Option<u32>)> {
+    let compressor = match compressor {
+        None => default.to_string(),
+        Some(c) if known.contains(&c.get_ref().as_str()) => c.get_ref().clone(),
+        Some(c) => {
+            let msg = format!("unknown {fs} compressor `{}` (one of {})", c.get_ref(), known.join(", "));
+            return Err(src.err(c.span(), "compressor", msg));
+        }
+    };
+    let Some(l) = level else { return Ok((compressor, None)) };
+    let Some(range) = levels(&compressor) else {
+        return Err(src.err(l.span(), "level", format!("{fs} compressor `{compressor}` takes no level")));
+    };
+    if !range.contains(l.get_ref()) {
+        let msg = format!("{fs} {compressor} takes a level from {} to {}", range.start(), range.end());
+        return Err(src.err(l.span(), "level", msg));
+    }
+    Ok((compressor, Some(*l.get_ref() as u32)))
 }
 
 /// How a read-only image kind is packed, and the variant keys that say so.

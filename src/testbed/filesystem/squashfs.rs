@@ -8,6 +8,7 @@
 //! `-Xcompression-level L` for a level, `-noI -noD -noF -noX` for
 //! `compressor = "none"`; the variant's `mkfs` list is appended.
 
+use std::ops::RangeInclusive;
 use std::path::Path;
 
 use anyhow::{Context, Result};
@@ -65,35 +66,8 @@ impl ImageFormat for Squashfs {
 
     fn resolve(&self, table: Table, src: &Source) -> Result<ImageOptions> {
         let k: Keys = table.parse(src)?;
-        let compressor = match &k.compressor {
-            None => "gzip".to_string(),
-            Some(c) if COMPRESSORS.contains(&c.get_ref().as_str()) => c.get_ref().clone(),
-            Some(c) => {
-                let msg = format!("unknown squashfs compressor `{}` (one of {})", c.get_ref(), COMPRESSORS.join(", "));
-                return Err(src.err(c.span(), "compressor", msg));
-            }
-        };
-        let level = match &k.level {
-            None => None,
-            Some(l) => {
-                let range = match compressor.as_str() {
-                    "gzip" => 1..=9,
-                    "zstd" => 1..=22,
-                    _ => {
-                        return Err(src.err(
-                            l.span(),
-                            "level",
-                            format!("squashfs compressor `{compressor}` takes no level"),
-                        ))
-                    }
-                };
-                if !range.contains(l.get_ref()) {
-                    let msg = format!("squashfs {compressor} takes a level from {} to {}", range.start(), range.end());
-                    return Err(src.err(l.span(), "level", msg));
-                }
-                Some(*l.get_ref() as u32)
-            }
-        };
+        let (compressor, level) =
+            super::resolve_compression("squashfs", &k.compressor, "gzip", COMPRESSORS, &k.level, levels, src)?;
         let block_size = match &k.block_size {
             None => None,
             Some(b) if b.get_ref().0.is_power_of_two() && (4096..=1 << 20).contains(&b.get_ref().0) => {
@@ -172,5 +146,14 @@ impl ImageFormat for Squashfs {
         let block = Bytes(options.block_size.unwrap_or(DEFAULT_BLOCK));
         text.push_str(&format!(" block_size={block} fragments={}", options.fragments));
         text
+    }
+}
+
+/// The levels squashfs's packer takes for a compressor (`None`: it takes no level).
+fn levels(compressor: &str) -> Option<RangeInclusive<i64>> {
+    match compressor {
+        "gzip" => Some(1..=9),
+        "zstd" => Some(1..=22),
+        _ => None,
     }
 }

@@ -41,6 +41,17 @@ pub fn leftovers(needle: &str) -> Vec<String> {
     found
 }
 
+/// Names of the testbed directories left in a work directory.
+pub fn testbed_dirs(workdir: &Path) -> Vec<String> {
+    std::fs::read_dir(workdir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("fslab-tb-"))
+        .collect()
+}
+
 /// Write an experiment file into `dir` and return its path.
 pub fn write_spec(dir: &Path, name: &str, text: &str) -> PathBuf {
     let path = dir.join(name);

@@ -18,6 +18,7 @@ use std::thread::sleep;
 use std::time::{Duration, Instant};
 
 use crate::common;
+pub use crate::common::testbed_dirs;
 
 /// Tests that kill fslab and then clean up, or run `fslab cleanup` over
 /// every known work directory, run one at a time so one's cleanup never
@@ -131,17 +132,6 @@ pub fn wait_for_mount(child: &mut Child, needle: &str) {
         sleep(Duration::from_millis(50));
     }
     panic!("no mount with {needle} appeared");
-}
-
-/// Names of the testbed directories left in a work directory.
-pub fn testbed_dirs(workdir: &Path) -> Vec<String> {
-    std::fs::read_dir(workdir)
-        .into_iter()
-        .flatten()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.starts_with("fslab-tb-"))
-        .collect()
 }
 
 fn tool(program: &str, args: &[&str]) -> String {

@@ -1,5 +1,5 @@
 //! `--resume` never silently starts a duplicate or runs an experiment
-//! twice; `list` tells a killed experiment from a running one; a resume
+//! twice; `list` and `report` tell a killed experiment from a running one; a resume
 //! after SIGKILL removes what the killed fslab left and says so.
 
 use super::cleanup::gated_spec;
@@ -50,6 +50,7 @@ fn a_killed_run_is_listed_interrupted_and_resume_cleans_up_after_it() {
 
     // While it runs: listed running, and a resume would run it twice.
     fslab(["list", "--db", db.as_str()]).expect(0).says("running");
+    fslab(["report", "--format", "markdown", "--db", db.as_str()]).expect(0).says("Status running,");
     fslab(run_args(dir.path(), &spec, &["--resume"])).expect(2).says("is still running");
 
     child.kill().unwrap();
@@ -58,6 +59,7 @@ fn a_killed_run_is_listed_interrupted_and_resume_cleans_up_after_it() {
     let listed = fslab(["list", "--db", db.as_str()]);
     listed.expect(0).says("interrupted");
     assert!(!listed.stdout.contains("running"), "{}", listed.stdout);
+    fslab(["report", "--format", "markdown", "--db", db.as_str()]).expect(0).says("Status interrupted,");
 
     std::fs::remove_file(&gate).unwrap();
     let ran = fslab(run_args(dir.path(), &spec, &["--resume"]));

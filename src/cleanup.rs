@@ -1,12 +1,16 @@
 //! `fslab cleanup`: find what a killed fslab left behind and remove it when
 //! its owner is gone.
 //!
+//! A system-wide job above the modules that make the leftovers (testbeds,
+//! VMs, the block-trace monitor), so none of them owns the others' cleanup;
+//! `fslab cleanup` and the runner's preflight call it.
+//!
 //! Mounts, loop devices, cgroups, v1 root throttle rules, tracefs
 //! instances and VM processes are kernel objects: they are found system-wide by the marker
 //! in their names, and the owner identity in the name (pid and start time)
 //! says whether they are stale. Files are different: a directory is only
 //! ever deleted when it is in a work directory fslab knows
-//! ([`super::workdirs::known`], or one named on the command line) and
+//! ([`crate::testbed::workdirs::known`], or one named on the command line) and
 //! carries fslab's marker file with a matching identity; temporaries in a
 //! work directory's input cache are named with the identity of the process
 //! writing them.
@@ -15,9 +19,10 @@ use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use super::{cgroup, loopdev, mount};
 use crate::sys::blockdev::DevNum;
 use crate::sys::marker::{dir_owner, stale, DirOwner, MARKER};
+use crate::testbed::mount::mounted_under;
+use crate::testbed::{cgroup, loopdev, mount};
 
 /// What a cleanup pass did.
 #[derive(Debug, Default)]
@@ -209,11 +214,4 @@ fn cache_temporaries(report: &mut CleanupReport, cache: &Path, all: bool) {
             if path.is_dir() && !path.is_symlink() { fs::remove_dir_all(&path) } else { fs::remove_file(&path) };
         report.note(format!("temporary input {}", path.display()), removed.map_err(Into::into));
     }
-}
-
-/// Mount points at or below `dir`.
-pub fn mounted_under(dir: &Path) -> Vec<String> {
-    let text = fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    let dir = fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
-    mount::parse_mountinfo(&text).into_iter().map(|m| m.mountpoint).filter(|p| Path::new(p).starts_with(&dir)).collect()
 }

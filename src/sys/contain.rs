@@ -1,10 +1,9 @@
-//! Starting the VM's processes contained: in a process group of their own
-//! (so one signal reaches virtme-run, QEMU and virtiofsd, which virtme-ng
-//! starts from a shell) and, when given, in fslab's marker-named cgroup (so
-//! `fslab cleanup` finds and kills them after fslab itself was SIGKILLed).
-//!
-//! `workload::process::RunContext::execute` does the same between fork and
-//! exec but waits for the child; the VM needs the child handle back.
+//! Starting child processes contained: in a process group of their own (so
+//! one signal reaches the whole tree: a workload's shell and its children,
+//! or virtme-run, QEMU and virtiofsd) and, when given, in fslab's
+//! marker-named cgroup (so `fslab cleanup` finds and kills them after fslab
+//! itself was SIGKILLed). Workloads (`workload::process::RunContext`) and
+//! VMs (`vm::session`, `vm::kvm`) both start their children through here.
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
@@ -17,6 +16,14 @@ use anyhow::{Context, Result};
 /// Spawn `cmd` as the leader of a new process group, inside the cgroup whose
 /// `cgroup.procs` is given.
 pub fn spawn_contained(mut cmd: Command, cgroup_procs: Option<&Path>) -> Result<Child> {
+    contain(&mut cmd, cgroup_procs)?;
+    cmd.spawn().context("spawning")
+}
+
+/// Make `cmd`, when spawned, the leader of a new process group inside the
+/// cgroup whose `cgroup.procs` is given (between fork and exec, so the child
+/// never runs outside it).
+pub fn contain(cmd: &mut Command, cgroup_procs: Option<&Path>) -> Result<()> {
     let procs = match cgroup_procs {
         Some(p) => Some(CString::new(p.as_os_str().as_bytes()).context("cgroup path")?),
         None => None,
@@ -43,7 +50,7 @@ pub fn spawn_contained(mut cmd: Command, cgroup_procs: Option<&Path>) -> Result<
             Ok(())
         });
     }
-    cmd.spawn().context("spawning")
+    Ok(())
 }
 
 /// SIGKILL the process group `pgid` (harmless when it is gone).

@@ -1,0 +1,168 @@
+//! Where each variant ran (host or VM, with which kernel, accelerator and
+//! size), and the marks a comparison gets when its sides ran in different
+//! places: the place changes timing wholesale, so such a verdict measures
+//! the place as much as the kernel or option under test.
+
+use std::collections::BTreeMap;
+
+use anyhow::Result;
+use serde::Serialize;
+
+use crate::record::RunPlace;
+use crate::store::Store;
+
+/// The places of one experiment's variants.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Places {
+    /// Variant → every distinct place its ok runs ran in.
+    pub variants: BTreeMap<String, Vec<RunPlace>>,
+    /// Variant → kernel facts from the experiment's environment
+    /// (`release`, `source`, `config_source`).
+    #[serde(skip)]
+    pub kernels: serde_json::Value,
+}
+
+impl Places {
+    pub fn load(store: &Store, experiment_id: i64, environment: &serde_json::Value) -> Result<Places> {
+        let mut variants: BTreeMap<String, Vec<RunPlace>> = BTreeMap::new();
+        for (variant, place) in store.variant_places(experiment_id)? {
+            variants.entry(variant).or_default().push(place);
+        }
+        Ok(Places { variants, kernels: environment[crate::runner::KERNELS_KEY].clone() })
+    }
+
+    /// Did every run happen on the host (nothing worth a line)?
+    pub fn all_host(&self) -> bool {
+        self.variants.values().flatten().all(|p| p.kind == "host")
+    }
+
+    /// One line per variant: `6.12: kernel 6.12.111+deb12-cloud-amd64 in vm emulated (tcg) 2 CPUs 2048 MiB (config …)`.
+    pub fn lines(&self) -> Vec<String> {
+        self.variants
+            .iter()
+            .map(|(variant, places)| {
+                let wheres: Vec<String> =
+                    places.iter().map(|p| format!("kernel {} on {}", p.kernel_release, p.describe())).collect();
+                let mut line = format!("{variant}: {}", wheres.join("; "));
+                let k = &self.kernels[variant.as_str()];
+                if let Some(source) = k["source"].as_str() {
+                    line.push_str(&format!(", from {source}"));
+                }
+                if let Some(cmdline) = places.first().filter(|p| !p.cmdline.is_empty()).map(|p| p.cmdline.join(" ")) {
+                    line.push_str(&format!(", cmdline +`{cmdline}`"));
+                }
+                line
+            })
+            .collect()
+    }
+
+    /// Doctor findings for `variant`'s kernel config that `baseline`'s does
+    /// not have (and the reverse), e.g. `6.12-rt has preempt-rt: …`.
+    pub fn finding_differences(&self, baseline: &str, variant: &str) -> Vec<String> {
+        let ids = |v: &str| -> Vec<(String, String)> {
+            self.kernels[v]["findings"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|f| {
+                    let id = f["id"].as_str().unwrap_or_default().to_string();
+                    let text = format!(
+                        "[{}] {}: {}",
+                        f["severity"].as_str().unwrap_or("?"),
+                        id,
+                        f["title"].as_str().unwrap_or_default()
+                    );
+                    (id, text)
+                })
+                .collect()
+        };
+        let (a, b) = (ids(baseline), ids(variant));
+        let mut out = Vec::new();
+        for (id, text) in &b {
+            if !a.iter().any(|(i, _)| i == id) {
+                out.push(format!("{variant} has {text}"));
+            }
+        }
+        for (id, text) in &a {
+            if !b.iter().any(|(i, _)| i == id) {
+                out.push(format!("{baseline} has {text}"));
+            }
+        }
+        out
+    }
+
+    /// Why comparing `variant` with `baseline` mixes places, or None.
+    pub fn mismatch(&self, baseline: &str, variant: &str) -> Option<String> {
+        let (Some(a), Some(b)) = (self.variants.get(baseline), self.variants.get(variant)) else { return None };
+        let keys = |ps: &[RunPlace]| {
+            let mut k: Vec<_> = ps.iter().map(RunPlace::timing_key).collect();
+            k.sort();
+            k.dedup();
+            k
+        };
+        if keys(a) == keys(b) {
+            return None;
+        }
+        let describe = |ps: &[RunPlace]| ps.iter().map(RunPlace::describe).collect::<Vec<_>>().join(" and ");
+        Some(format!(
+            "different places: {variant} ran on {}, {baseline} on {}; the place changes timing wholesale",
+            describe(b),
+            describe(a)
+        ))
+    }
+
+    /// The emulation warning, when any run of the two sides was emulated.
+    pub fn emulated(&self, baseline: &str, variant: &str) -> bool {
+        [baseline, variant].iter().filter_map(|v| self.variants.get(*v)).flatten().any(RunPlace::is_emulated)
+    }
+
+    /// The marks of the comparison of `variant` against `baseline`.
+    pub fn marks(&self, baseline: &str, variant: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(m) = self.mismatch(baseline, variant) {
+            out.push(m);
+        }
+        if self.emulated(baseline, variant) {
+            out.push("warning: timings are emulated (TCG, no KVM)".to_string());
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vm(accel: &str, cpus: u32) -> RunPlace {
+        RunPlace {
+            kind: "vm".into(),
+            kernel_release: "6.1.0".into(),
+            accelerator: Some(accel.into()),
+            cpus: Some(cpus),
+            memory_mib: Some(2048),
+            ..RunPlace::default()
+        }
+    }
+
+    fn places(entries: &[(&str, RunPlace)]) -> Places {
+        let mut p = Places::default();
+        for (v, place) in entries {
+            p.variants.entry(v.to_string()).or_default().push(place.clone());
+        }
+        p
+    }
+
+    #[test]
+    fn same_place_is_not_marked_and_different_places_are() {
+        let host = RunPlace { kind: "host".into(), kernel_release: "6.18".into(), ..RunPlace::default() };
+        let p =
+            places(&[("a", vm("kvm", 2)), ("b", vm("kvm", 2)), ("c", host), ("d", vm("kvm", 4)), ("e", vm("tcg", 2))]);
+        assert_eq!(p.marks("a", "b"), Vec::<String>::new());
+        assert!(p.mismatch("a", "c").unwrap().contains("c ran on host, a on vm kvm 2 CPUs 2048 MiB"));
+        assert!(p.mismatch("a", "d").is_some(), "VM size differs");
+        let e = p.marks("a", "e");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(e[1].contains("emulated"));
+        assert!(!p.all_host());
+    }
+}

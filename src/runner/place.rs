@@ -1,0 +1,324 @@
+//! Where each run happens: on the host ([`single::execute`]), or — for a
+//! variant with a `kernel` — inside a VM booting that kernel, driven over
+//! the guest agent's `run` request ([`super::guest`]). The runner's loop
+//! (interleaving, adaptive rounds, resume, the store) is the same for both.
+//!
+//! With the default boot policy a variant's VM is booted for its first
+//! run and kept for the rest (each run still formats a fresh filesystem
+//! on the VM's testbed disk); a VM that dies is booted again for the next
+//! run, and a kernel that fails to boot fails the variant's later runs at
+//! once with the same error instead of waiting for the boot timeout again.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{anyhow, Context, Result};
+use serde_json::{json, Value};
+
+use super::guest::{GuestRun, RUN};
+use super::single::{self, RunEnv};
+use super::{Observer, RunOptions};
+use crate::experiment::{BootPolicy, Experiment, PlannedRun, VariantConfig};
+use crate::kernel::{self, KernelArtifacts};
+use crate::record::{RunPlace, RunRecord};
+use crate::vm::{self, VmConfig, VmSession};
+use crate::workload::Workload;
+
+/// Added to a workload's timeout for a VM run: provisioning, packing
+/// images and the round trip, which under emulation are slow.
+const VM_RUN_SLACK: Duration = Duration::from_secs(600);
+
+/// The kernel variants' resolved kernels and their VMs.
+pub struct Places {
+    kernels: HashMap<usize, KernelArtifacts>,
+    vms: HashMap<usize, VariantVm>,
+}
+
+enum VariantVm {
+    Up {
+        session: Box<VmSession>,
+        /// Boot time, reported with the first run the VM carries out.
+        boot_s: Option<f64>,
+    },
+    /// The kernel did not boot: the error, for its later runs.
+    Broken(String),
+}
+
+/// `fslab run` checks this before anything else when a variant has a kernel.
+pub fn check_vm_tools(exp: &Experiment) -> Result<()> {
+    if exp.variants.iter().all(|v| v.kernel.is_none()) {
+        return Ok(());
+    }
+    vm::tools::discover().map(|_| ()).map_err(|missing| {
+        crate::exit::environment(anyhow!(
+            "variants with a `kernel` run in VMs, and this machine lacks what that needs:\n{missing}"
+        ))
+    })
+}
+
+impl Places {
+    /// Resolve every kernel variant's kernel (a package is unpacked into
+    /// the cache once): a kernel that cannot be used fails here, before
+    /// any run starts.
+    pub fn prepare(exp: &Experiment) -> Result<Places> {
+        let mut kernels = HashMap::new();
+        let cache = kernel_cache(exp);
+        for (i, v) in exp.variants.iter().enumerate() {
+            if let Some(spec) = &v.kernel {
+                let artifacts = kernel::resolve(&spec.source, &cache)
+                    .with_context(|| format!("the kernel of variant `{}`", v.name))?;
+                kernels.insert(i, artifacts);
+            }
+        }
+        Ok(Places { kernels, vms: HashMap::new() })
+    }
+
+    /// Per variant: where it runs and with which kernel (and its config
+    /// text), for the experiment's environment, so `kconfig diff` and the
+    /// doctor can speak per variant from the store alone.
+    pub fn environment(&self, exp: &Experiment) -> Value {
+        let host_release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+        let mut out = serde_json::Map::new();
+        for (i, v) in exp.variants.iter().enumerate() {
+            let entry = match (self.kernels.get(&i), &v.vm) {
+                (Some(k), vm) => {
+                    let config = k.config.as_deref().and_then(|p| read_config(p).ok());
+                    json!({
+                        "place": "vm",
+                        "release": k.release,
+                        "source": k.source,
+                        "config_source": k.config,
+                        "config": config,
+                        "vm": vm,
+                    })
+                }
+                (None, _) => {
+                    let path = crate::inspect::environment::kernel_config_path(&host_release);
+                    let config = path.as_deref().and_then(|p| read_config(p).ok());
+                    json!({ "place": "host", "release": host_release, "config_source": path, "config": config })
+                }
+            };
+            let mut entry = entry;
+            entry["findings"] = variant_findings(v, &entry);
+            out.insert(v.name.clone(), entry);
+        }
+        Value::Object(out)
+    }
+
+    /// Run `planned` where its variant runs.
+    pub fn execute(
+        &mut self,
+        exp: &Experiment,
+        planned: &PlannedRun,
+        workload: &mut dyn Workload,
+        opts: &RunOptions,
+        observer: &mut dyn Observer,
+    ) -> RunRecord {
+        let variant = &exp.variants[planned.variant];
+        let config = &exp.workloads[planned.workload];
+        if variant.kernel.is_none() {
+            let env = RunEnv {
+                workdir: exp.workdir.clone(),
+                cache_dir: exp.cache_dir(),
+                sample_interval: exp.sample_interval,
+                device: opts.device.as_ref().map(|d| d.path.clone()),
+            };
+            return single::execute(&env, planned, variant, config, workload);
+        }
+        let mut record = self.in_vm(exp, planned, observer);
+        if let (Some(spec), Some(place)) = (&variant.vm, record.place.as_mut()) {
+            place.cmdline = spec.cmdline.clone();
+        }
+        if variant.vm.as_ref().is_some_and(|v| v.boot == BootPolicy::PerRun) {
+            self.shut_down(planned.variant, observer);
+        }
+        record
+    }
+
+    fn in_vm(&mut self, exp: &Experiment, planned: &PlannedRun, observer: &mut dyn Observer) -> RunRecord {
+        let variant = &exp.variants[planned.variant];
+        let config = &exp.workloads[planned.workload];
+        let failed = |e: anyhow::Error| single::failed(planned, variant, config, &e);
+        if let Some(VariantVm::Broken(why)) = self.vms.get(&planned.variant) {
+            return failed(anyhow!("the kernel of variant `{}` did not boot earlier in this run: {why}", variant.name));
+        }
+        if !matches!(self.vms.get(&planned.variant), Some(VariantVm::Up { .. })) {
+            match self.boot(exp, planned.variant, observer) {
+                Ok(session) => {
+                    let boot_s = Some(session.boot_time().as_secs_f64());
+                    self.vms.insert(planned.variant, VariantVm::Up { session: Box::new(session), boot_s });
+                }
+                Err(e) => {
+                    let record = failed(e);
+                    let why = record.error.clone().unwrap_or_default();
+                    // An interrupted boot says nothing about the kernel.
+                    if !crate::sys::signals::cancelled() {
+                        self.vms.insert(planned.variant, VariantVm::Broken(why));
+                    }
+                    return record;
+                }
+            }
+        }
+        let Some(VariantVm::Up { session, boot_s }) = self.vms.get_mut(&planned.variant) else {
+            unreachable!("booted above")
+        };
+        let request = GuestRun {
+            planned: *planned,
+            variant: variant.clone(),
+            workload: config.clone(),
+            seed: exp.seed,
+            cache_dir: exp.cache_dir(),
+            sample_interval: exp.sample_interval,
+            device: session.disk().map(|d| PathBuf::from(&d.device)),
+        };
+        let timeout = config.timeout.unwrap_or(single::DEFAULT_TIMEOUT) + VM_RUN_SLACK;
+        let answer = serde_json::to_value(&request)
+            .map_err(anyhow::Error::from)
+            .and_then(|body| session.request_with_timeout(RUN, body, timeout))
+            .and_then(|reply| serde_json::from_value::<RunRecord>(reply).context("the guest's run record"));
+        let summary = session.summary();
+        let mut record = match answer {
+            Ok(record) => record,
+            Err(e) => failed(e.context(format!("running in the VM of variant `{}`", variant.name))),
+        };
+        let guest_release = record.place.as_ref().map(|p| p.kernel_release.clone());
+        record.place = Some(RunPlace {
+            kind: "vm".to_string(),
+            kernel_release: guest_release.filter(|r| !r.is_empty()).unwrap_or(summary.guest_release),
+            accelerator: Some(summary.accelerator),
+            cpus: Some(summary.cpus),
+            memory_mib: Some(summary.memory_mib),
+            cmdline: Vec::new(),
+            boot_s: boot_s.take(),
+            warnings: summary.warnings,
+        });
+        if !session.is_alive() {
+            // Died during the run (panic, OOM, timeout): the next run boots a new one.
+            self.vms.remove(&planned.variant);
+        }
+        record
+    }
+
+    fn boot(&self, exp: &Experiment, index: usize, observer: &mut dyn Observer) -> Result<VmSession> {
+        let variant = &exp.variants[index];
+        let kernel = self.kernels.get(&index).context("the variant's kernel was not resolved")?;
+        let spec = variant.vm.clone().unwrap_or_default();
+        let config = vm_config(exp, variant, &spec);
+        // Shown read-only in the guest, so it must exist (a workload without inputs never made it).
+        std::fs::create_dir_all(exp.cache_dir())
+            .with_context(|| format!("creating the input cache {}", exp.cache_dir().display()))?;
+        observer.message(&format!(
+            "booting kernel {} for variant `{}` ({} CPUs, {} MiB, accel {})",
+            kernel.release,
+            variant.name,
+            spec.cpus,
+            spec.memory_mib,
+            spec.accel.as_str()
+        ));
+        let session = VmSession::boot(kernel, &config, &exp.workdir)
+            .with_context(|| format!("booting kernel {} for variant `{}`", kernel.release, variant.name))?;
+        observer.message(&format!(
+            "variant `{}`: guest {} up in {:.1} s ({})",
+            variant.name,
+            session.summary().guest_release,
+            session.boot_time().as_secs_f64(),
+            session.accelerator().as_str()
+        ));
+        for w in session.warnings() {
+            observer.message(&format!("warning: variant `{}`: {w}", variant.name));
+        }
+        Ok(session)
+    }
+
+    fn shut_down(&mut self, index: usize, observer: &mut dyn Observer) {
+        if let Some(VariantVm::Up { session, .. }) = self.vms.remove(&index) {
+            if let Err(e) = (*session).shutdown() {
+                observer.message(&format!("warning: shutting down a VM: {e:#}"));
+            }
+        }
+    }
+
+    /// Shut every VM down (dropping a session kills it; this asks first).
+    pub fn shut_down_all(&mut self, observer: &mut dyn Observer) {
+        let up: Vec<usize> = self.vms.keys().copied().collect();
+        for index in up {
+            self.shut_down(index, observer);
+        }
+    }
+}
+
+/// Where unpacked kernels are kept: `$FSLAB_KERNEL_CACHE`, else the
+/// experiment's cache. Entries are named by the package's content hash, so
+/// one cache can serve every experiment (a package unpacks to hundreds of MB).
+pub const KERNEL_CACHE_ENV: &str = "FSLAB_KERNEL_CACHE";
+
+fn kernel_cache(exp: &Experiment) -> PathBuf {
+    std::env::var_os(KERNEL_CACHE_ENV).map(PathBuf::from).unwrap_or_else(|| exp.cache_dir())
+}
+
+/// The VM of `variant`: sized as its `vm` says, a testbed disk as large as
+/// its testbed, the filesystem's module loaded, the input cache (and the
+/// experiment file's directory, for input files it names) shown read-only.
+fn vm_config(exp: &Experiment, variant: &VariantConfig, spec: &crate::experiment::VmSpec) -> VmConfig {
+    let mut ro_dirs = vec![exp.cache_dir()];
+    if let Some(dir) = exp.source_path.as_deref().and_then(Path::parent) {
+        if vm::hidden_in_guest(dir) && !exp.workdir.starts_with(dir) {
+            ro_dirs.push(dir.to_path_buf());
+        }
+    }
+    VmConfig {
+        cpus: spec.cpus,
+        memory_mib: spec.memory_mib,
+        accel: spec.accel,
+        ro_dirs,
+        disk_bytes: Some(disk_bytes(variant)),
+        modules: variant.testbed.fs.fs().module().map(str::to_string).into_iter().collect(),
+        boot_timeout: spec.boot_timeout,
+        request_timeout: VM_RUN_SLACK,
+        kernel_args: spec.cmdline.clone(),
+        agent: None,
+    }
+}
+
+/// The VM's testbed disk: as large as the testbed; read-only images are as
+/// large as their content, unknown until packed in the guest, so they get
+/// a disk they fit on (the image file is sparse: unused space costs nothing).
+fn disk_bytes(variant: &VariantConfig) -> u64 {
+    const READ_ONLY_IMAGE_DISK: u64 = 8 << 30;
+    if variant.testbed.fs.is_read_only_image() {
+        READ_ONLY_IMAGE_DISK
+    } else {
+        variant.testbed.size.0
+    }
+}
+
+fn read_config(path: &Path) -> Result<String> {
+    let bytes = std::fs::read(path)?;
+    if bytes.starts_with(&[0x1f, 0x8b]) {
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut out)?;
+        return Ok(out);
+    }
+    Ok(String::from_utf8(bytes)?)
+}
+
+/// The doctor's findings for a variant's kernel config and testbed (offline
+/// facts: the config, release, filesystem and mount options), so findings
+/// that differ between kernels can stand next to the verdict.
+fn variant_findings(variant: &VariantConfig, kernel: &Value) -> Value {
+    let Some(config) = kernel["config_source"].as_str() else { return Value::Null };
+    let facts = crate::inspect::Facts::offline(
+        Some(Path::new(config)),
+        kernel["release"].as_str(),
+        Some(&variant.testbed.mount).filter(|m| !m.is_empty()).map(String::as_str),
+        Some(variant.testbed.fs.fstype()),
+    );
+    let (Ok(facts), Ok(rules)) = (facts, crate::inspect::builtin_rules()) else { return Value::Null };
+    let report = crate::inspect::doctor(&facts, &rules);
+    report
+        .findings
+        .iter()
+        .map(|f| json!({ "id": f.id, "title": f.title, "severity": f.severity, "summary": f.summary }))
+        .collect()
+}

@@ -1,0 +1,265 @@
+//! Kernels as an experiment axis, end to end through `fslab run`: each
+//! kernel variant boots its own VM (TCG here; KVM where it works), the
+//! runs happen in the guest on its virtio testbed disk, and the records
+//! come back to the store with the guest's own kernel. Boots are the cost
+//! (35-70 s each under TCG on two cores), so one experiment answers most
+//! questions, and the VM tests' lock keeps one boot at a time.
+
+use crate::common;
+use crate::vm::{kernels_dir, one_vm, release_from_name, resolve_deb, vm_prerequisites};
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::thread::sleep;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+fn fslab(args: &[&str]) -> Output {
+    Command::new(common::fslab_bin())
+        .args(args)
+        .env("FSLAB_KERNEL_CACHE", kernels_dir().join("cache"))
+        .output()
+        .unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// QEMU/virtiofsd processes and testbed or session directories of the
+/// experiment in `work`.
+fn leftovers(work: &Path) -> Vec<String> {
+    let needle = work.to_string_lossy().into_owned();
+    let mut found: Vec<String> = fslab::vm::leftovers::vm_processes()
+        .into_iter()
+        .filter(|p| p.cmdline.contains(&needle))
+        .map(|p| format!("process {} {}", p.pid, p.cmdline))
+        .collect();
+    found.extend(common::leftovers(&needle));
+    for entry in std::fs::read_dir(work).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with("fslab-tb-") {
+            found.push(format!("directory {}", entry.path().display()));
+        }
+    }
+    found
+}
+
+/// Two Debian kernels, an A/A pair of VMs of one kernel, and a throttled
+/// variant, in one experiment: every run records its guest's release, the
+/// configs are stored per variant, A/A decides nothing, the throttle is
+/// seen as a regression, places are shown, and nothing is left behind.
+#[test]
+fn two_kernels_an_a_a_pair_and_a_throttle_in_one_experiment() {
+    let Some(deb61) = vm_prerequisites("6.1.") else { return };
+    let Some(deb612) = vm_prerequisites("6.12.") else { return };
+    let _one = one_vm();
+    // Unpacked once into the shared cache the runs use too.
+    let (k61, k612) = (resolve_deb(&deb61), resolve_deb(&deb612));
+    let dir = common::workdir("fslab-kernels");
+    let work = dir.path().join("work");
+    let db = dir.path().join("results.db");
+    let spec = common::write_spec(
+        dir.path(),
+        "kernels.toml",
+        &format!(
+            r#"name = "kernels under test"
+repetitions = 3
+seed = 7
+workdir = "{work}"
+
+[defaults]
+fs = "ext4"
+size = "128MiB"
+kernel = "{deb61}"
+vm = {{ cpus = 2, memory = "1GiB" }}
+
+[[variant]]
+name = "6.1"
+
+[[variant]]
+name = "6.1-again"
+
+[[variant]]
+name = "6.1-throttled"
+throttle = {{ write_bps = "4MiB" }}
+
+[[variant]]
+name = "6.12"
+kernel = "{deb612}"
+
+[[workload]]
+kind = "command"
+command = "dd if=/dev/zero of=data bs=1M count=12 oflag=direct status=none"
+"#,
+            work = work.display(),
+            deb61 = deb61.display(),
+            deb612 = deb612.display()
+        ),
+    );
+    let started = Instant::now();
+    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let run_text = text(&out);
+    eprintln!("fslab run with 4 VMs took {:.0} s", started.elapsed().as_secs_f64());
+    assert_eq!(out.status.code(), Some(0), "{run_text}");
+    assert!(run_text.contains("12 runs ok, 0 failed"), "{run_text}");
+    assert_eq!(leftovers(&work), Vec::<String>::new(), "after a finished experiment");
+
+    // Every run ran in a VM of its own variant's kernel.
+    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
+    let id = store.list_experiments().unwrap()[0].id;
+    let places = store.variant_places(id).unwrap();
+    for (variant, place) in &places {
+        let want = if variant == "6.12" { &k612.release } else { &k61.release };
+        assert_eq!(&place.kernel_release, want, "{variant}: {place:?}");
+        assert_eq!(place.kind, "vm");
+        assert_eq!((place.cpus, place.memory_mib), (Some(2), Some(1024)));
+    }
+    assert_eq!(places.len(), 4, "one place per variant: {places:?}");
+    assert_eq!(k61.release, release_from_name(&deb61));
+
+    // The configs are stored per variant, and kconfig diff reads them from there.
+    let environment: Value = serde_json::from_str(&store.experiment(id).unwrap().environment_json).unwrap();
+    let kernels = &environment["kernels"];
+    let config = |v: &str| kernels[v]["config"].as_str().unwrap_or_default().to_string();
+    assert!(config("6.1").contains("CONFIG_EXT4_FS"), "{}", kernels["6.1"]);
+    assert_ne!(config("6.1"), config("6.12"));
+    assert_eq!(config("6.1"), config("6.1-again"));
+    let diff = fslab(&[
+        "kconfig",
+        "diff",
+        "--experiment",
+        &id.to_string(),
+        "--variants",
+        "6.1,6.12",
+        "--db",
+        db.to_str().unwrap(),
+    ]);
+    assert!(diff.status.success(), "{}", text(&diff));
+    assert!(String::from_utf8_lossy(&diff.stdout).contains(" → "), "{}", text(&diff));
+
+    // Verdicts: the A/A pair decides nothing, the throttle is a regression.
+    let compare = |baseline: &str| -> Vec<Value> {
+        let out = fslab(&["compare", "--db", db.to_str().unwrap(), "--baseline", baseline, "--format", "json"]);
+        assert!(out.status.success(), "{}", text(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let rows = compare("6.1");
+    let verdict = |rows: &[Value], variant: &str| -> String {
+        let row = rows.iter().find(|r| r["variant"] == variant && r["metric"] == "wall_s").unwrap();
+        row["verdict"].as_str().unwrap().to_string()
+    };
+    let aa = verdict(&rows, "6.1-again");
+    assert!(aa == "no-change" || aa == "inconclusive", "A/A across two VMs gave {aa}: {rows:#?}");
+    assert_eq!(verdict(&rows, "6.1-throttled"), "regressed", "{rows:#?}");
+    let emulated = rows.iter().any(|r| r["places"]["variant"][0]["accelerator"] == "tcg");
+    if emulated {
+        let marks = rows[0]["place_marks"].as_array().cloned().unwrap_or_default();
+        assert!(marks.iter().any(|m| m.as_str().unwrap().contains("emulated")), "{:#}", rows[0]);
+    }
+    let text_out = fslab(&["compare", "--db", db.to_str().unwrap()]);
+    let shown = text(&text_out);
+    assert!(shown.contains("where the variants ran:") && shown.contains(&k612.release), "{shown}");
+
+    let md = fslab(&["report", "--db", db.to_str().unwrap(), "--format", "markdown", "-o", "-"]);
+    assert!(String::from_utf8_lossy(&md.stdout).contains("Where the variants ran"), "{}", text(&md));
+}
+
+/// A garbage kernel file is refused before anything runs; a kernel that
+/// panics at boot fails its run with the console tail, and the variant's
+/// later runs fail at once instead of booting it again.
+#[test]
+fn a_kernel_that_cannot_boot_fails_its_runs_clearly() {
+    let Some(deb) = vm_prerequisites("6.1.") else { return };
+    let dir = common::workdir("fslab-kernels");
+    let work = dir.path().join("work");
+    let db = dir.path().join("results.db");
+    let garbage = dir.path().join("vmlinuz-garbage");
+    std::fs::write(&garbage, vec![0x5a; 64 << 10]).unwrap();
+    let spec_text = |kernel: &str| {
+        format!(
+            "name = \"bad kernel\"\nrepetitions = 2\nworkdir = \"{}\"\n\n[defaults]\nfs = \"ext4\"\nsize = \"64MiB\"\n\n\
+             [[variant]]\nname = \"host\"\n\n[[variant]]\nname = \"broken\"\nkernel = {kernel}\n\n\
+             [[workload]]\nkind = \"command\"\ncommand = \"true\"\n",
+            work.display()
+        )
+    };
+    let spec = common::write_spec(dir.path(), "garbage.toml", &spec_text(&format!("\"{}\"", garbage.display())));
+    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(shown.contains("garbage.toml:14") && shown.contains("kernel"), "{shown}");
+    assert!(!db.exists() || !shown.contains("runs ok"), "{shown}");
+
+    let _one = one_vm();
+    // The image without its modules: virtiofs is a module, so the root cannot be mounted.
+    let image = resolve_deb(&deb).image;
+    let spec =
+        common::write_spec(dir.path(), "panics.toml", &spec_text(&format!("{{ image = \"{}\" }}", image.display())));
+    let started = Instant::now();
+    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(1), "failed runs make a failed experiment: {shown}");
+    assert!(started.elapsed() < Duration::from_secs(240), "a panic must not wait for boot timeouts");
+    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
+    let id = store.list_experiments().unwrap().iter().map(|e| e.id).max().unwrap();
+    let runs = store.runs(id).unwrap();
+    let broken: Vec<_> = runs.iter().filter(|r| r.variant == "broken").collect();
+    assert_eq!(broken.len(), 2);
+    let first = broken[0].error.clone().unwrap_or_default();
+    assert!(first.contains("Unable to mount root fs"), "the console tail is in the error: {first}");
+    let second = broken[1].error.clone().unwrap_or_default();
+    assert!(second.contains("did not boot earlier"), "{second}");
+    assert!(runs.iter().filter(|r| r.variant == "host").all(|r| r.status == fslab::record::RunStatus::Ok));
+    assert_eq!(leftovers(&work), Vec::<String>::new());
+}
+
+/// SIGTERM while a kernel variant's VM boots: fslab stops promptly, says
+/// the experiment was interrupted, and leaves no VM, directory or mount.
+#[test]
+fn sigterm_during_a_vm_experiment_leaves_nothing() {
+    let Some(deb) = vm_prerequisites("6.1.") else { return };
+    let _one = one_vm();
+    resolve_deb(&deb);
+    let dir = common::workdir("fslab-kernels");
+    let work = dir.path().join("work");
+    let db = dir.path().join("results.db");
+    let spec = common::write_spec(
+        dir.path(),
+        "interrupt.toml",
+        &format!(
+            "name = \"interrupted\"\nrepetitions = 3\nworkdir = \"{}\"\n\n[defaults]\nfs = \"ext4\"\nsize = \"64MiB\"\n\
+             kernel = \"{}\"\n\n[[variant]]\nname = \"a\"\n\n[[variant]]\nname = \"b\"\n\n\
+             [[workload]]\nkind = \"command\"\ncommand = \"true\"\n",
+            work.display(),
+            deb.display()
+        ),
+    );
+    let mut child = Command::new(common::fslab_bin())
+        .args(["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()])
+        .env("FSLAB_KERNEL_CACHE", kernels_dir().join("cache"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while leftovers(&work).iter().all(|l| !l.contains("qemu-system")) {
+        assert!(Instant::now() < deadline, "no VM started");
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("fslab ended ({status}) before its VM started: {}", text(&child.wait_with_output().unwrap()));
+        }
+        sleep(Duration::from_millis(100));
+    }
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), nix::sys::signal::Signal::SIGTERM).unwrap();
+    let stopped = Instant::now();
+    let out = child.wait_with_output().unwrap();
+    let shown = text(&out);
+    assert!(stopped.elapsed() < Duration::from_secs(30), "took {:?} to stop: {shown}", stopped.elapsed());
+    assert_eq!(out.status.code(), Some(143), "{shown}");
+    assert!(shown.contains("interrupted"), "{shown}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !leftovers(&work).is_empty() && Instant::now() < deadline {
+        sleep(Duration::from_millis(100));
+    }
+    assert_eq!(leftovers(&work), Vec::<String>::new());
+}
