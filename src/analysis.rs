@@ -315,7 +315,7 @@ pub fn stored_noise(store: &Store, exp: &Experiment) -> Result<Vec<NoiseEstimate
     let mut acc: Vec<(String, String, f64, usize, usize, Vec<i64>)> = Vec::new();
     for (id, only) in sources {
         for s in store.metric_series(id)? {
-            if only.as_ref().is_some_and(|l| *l != s.workload) || s.values.iter().any(|&x| !(x > 0.0)) {
+            if only.as_ref().is_some_and(|l| *l != s.workload) || s.values.iter().any(|&x| x.is_nan() || x <= 0.0) {
                 continue;
             }
             let flagged = outlier_indices(&s.values);

@@ -378,12 +378,10 @@ impl Evidence {
                 Some((lo, hi)) => (lo.exp(), hi.exp()),
                 None => (0.0, f64::INFINITY),
             },
-            CompareMethod::RawWelchDelta => {
-                match self.welch.and_then(|w| t_interval(self.raw_ratio, self.raw_se, w.df, a)) {
-                    Some(i) => i,
-                    None => (f64::NEG_INFINITY, f64::INFINITY),
-                }
-            }
+            CompareMethod::RawWelchDelta => self
+                .welch
+                .and_then(|w| t_interval(self.raw_ratio, self.raw_se, w.df, a))
+                .unwrap_or((f64::NEG_INFINITY, f64::INFINITY)),
         }
     }
 
@@ -408,7 +406,7 @@ fn t_interval(est: f64, se: f64, df: f64, a: f64) -> Option<(f64, f64)> {
         return Some((est, est));
     }
     let q = t_quantile(1.0 - a, df);
-    q.is_finite().then(|| (est - q * se, est + q * se))
+    q.is_finite().then_some((est - q * se, est + q * se))
 }
 
 /// Two-sided Mann–Whitney p of ascending samples: the cached exact table

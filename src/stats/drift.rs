@@ -159,7 +159,7 @@ mod tests {
         let t = trend(&x, 0.02).unwrap();
         assert!(close(t.tau, 0.8484848484848484, 1e-12), "{t:?}");
         assert!(close(t.p_value, 1.6342325370103148e-05, 1e-9), "{t:?}");
-        assert!(close(t.slope_pct_per_run, 0.64115410479078285, 1e-9), "{t:?}");
+        assert!(close(t.slope_pct_per_run, 0.641_154_104_790_782_8, 1e-9), "{t:?}");
         assert!(t.flagged, "{t:?}");
         let text = t.describe("baseline");
         assert!(

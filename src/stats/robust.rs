@@ -29,7 +29,10 @@ use super::welch::normal_quantile;
 /// accurate to well below the levels used.
 const EXACT_PAIRS: usize = 2500;
 
-static U_CDF: LazyLock<Mutex<HashMap<(usize, usize), Arc<Vec<f64>>>>> = LazyLock::new(Default::default);
+/// Exact U distributions by `(m, n)`, computed once each.
+type UCdfCache = Mutex<HashMap<(usize, usize), Arc<Vec<f64>>>>;
+
+static U_CDF: LazyLock<UCdfCache> = LazyLock::new(Default::default);
 
 /// `P(U ≤ u)` for `u = 0 ..= n1·n2`, U the Mann–Whitney count of pairs
 /// `(i, j)` with `y_j < x_i` when both samples come from one continuous

@@ -64,7 +64,8 @@ pub(crate) fn runs_needed_at(
     current_n: usize,
     assurance: f64,
 ) -> Option<usize> {
-    if !sd_log.is_finite() || sd_log <= 0.0 || !effect_log.is_finite() || !(alpha > 0.0 && alpha < 1.0) {
+    if !sd_log.is_finite() || sd_log <= 0.0 || !effect_log.is_finite() || alpha <= 0.0 || alpha >= 1.0 || alpha.is_nan()
+    {
         return None;
     }
     let m = if theta.is_finite() && theta > 0.0 { theta.ln_1p() } else { 0.0 };
@@ -123,7 +124,7 @@ pub(crate) fn runs_needed_at(
 pub fn runs_to_detect(sd_log: f64, effect_log: f64, theta: f64, alpha: f64, power: f64) -> Option<usize> {
     let m = theta.max(0.0).ln_1p();
     let gap = effect_log.abs() - m;
-    if !(sd_log > 0.0) || !(gap > 0.0) || !gap.is_finite() {
+    if sd_log.is_nan() || sd_log <= 0.0 || gap.is_nan() || gap <= 0.0 || !gap.is_finite() {
         return None;
     }
     let z = normal_quantile(1.0 - alpha / 2.0) + normal_quantile(power);
@@ -136,7 +137,7 @@ pub fn runs_to_detect(sd_log: f64, effect_log: f64, theta: f64, alpha: f64, powe
 /// ±m, `n = 2 σ² (z_{1−α/2} + z_{(1+power)/2})² / (3/π · m²)`.
 pub fn runs_to_show_no_change(sd_log: f64, theta: f64, alpha: f64, power: f64) -> Option<usize> {
     let m = theta.max(0.0).ln_1p();
-    if !(sd_log > 0.0) || !(m > 0.0) {
+    if sd_log.is_nan() || sd_log <= 0.0 || m.is_nan() || m <= 0.0 {
         return None;
     }
     let z = normal_quantile(1.0 - alpha / 2.0) + normal_quantile((1.0 + power) / 2.0);
@@ -160,7 +161,7 @@ fn planning_error(sd_log: f64, max: usize) -> f64 {
 pub fn design_power(design: &SequentialDesign, sd_log: f64, effect_log: f64, theta: f64) -> f64 {
     let m = theta.max(0.0).ln_1p();
     let se_max = planning_error(sd_log, design.max);
-    if !(se_max > 0.0) {
+    if se_max.is_nan() || se_max <= 0.0 {
         return f64::NAN;
     }
     design.efficacy_power((effect_log.abs() - m) / se_max)
@@ -171,7 +172,7 @@ pub fn design_power(design: &SequentialDesign, sd_log: f64, effect_log: f64, the
 pub fn detectable_change(design: &SequentialDesign, sd_log: f64, theta: f64, power: f64) -> f64 {
     let m = theta.max(0.0).ln_1p();
     let se_max = planning_error(sd_log, design.max);
-    if !(se_max > 0.0) || !(power > 0.0 && power < 1.0) {
+    if se_max.is_nan() || se_max <= 0.0 || power.is_nan() || power <= 0.0 || power >= 1.0 {
         return f64::NAN;
     }
     // Drift (in standard errors at max) giving `power`; crossing grows with it.

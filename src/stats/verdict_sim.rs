@@ -790,7 +790,7 @@ pub fn table_boundaries(_sim: &SimConfig, out: &mut String) {
             d.looks.len()
         );
         let shown: Vec<usize> =
-            (0..d.looks.len()).filter(|&i| i < 3 || i + 3 >= d.looks.len() || d.looks[i] % 5 == 0).collect();
+            (0..d.looks.len()).filter(|&i| i < 3 || i + 3 >= d.looks.len() || d.looks[i].is_multiple_of(5)).collect();
         for i in shown {
             let look = d.look_at(d.looks[i]);
             let _ = writeln!(
@@ -806,8 +806,11 @@ pub fn table_boundaries(_sim: &SimConfig, out: &mut String) {
     }
 }
 
+/// A table: name, title, and the function that computes it.
+pub type Table = (&'static str, &'static str, fn(&SimConfig, &mut String));
+
 /// Every table, by name, in the order `fslab simulate` prints them.
-pub const TABLES: &[(&str, &str, fn(&SimConfig, &mut String))] = &[
+pub const TABLES: &[Table] = &[
     ("boundaries", "Sequential boundaries of typical designs", table_boundaries),
     ("optional-stopping", "Adaptive repetition: error rates before and after", table_optional_stopping),
     ("any-design", "Error rates for any {min, max} (after)", table_any_design),
@@ -822,8 +825,7 @@ pub const TABLES: &[(&str, &str, fn(&SimConfig, &mut String))] = &[
 
 /// The exploration table (not part of the default set: it is the record of
 /// how the design was chosen).
-pub const EXPLORE: (&str, &str, fn(&SimConfig, &mut String)) =
-    ("explore", "Candidate sequential designs", table_explore);
+pub const EXPLORE: Table = ("explore", "Candidate sequential designs", table_explore);
 
 /// Render the named tables (all of [`TABLES`] when `names` is empty) as
 /// Markdown, with the time each took.

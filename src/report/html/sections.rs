@@ -105,13 +105,14 @@ pub fn answer(d: &ReportData, out: &mut String) {
             let notes = notes(r);
             let _ = write!(
                 out,
-                "<tr><td>{}</td><td>{} ({}, {})</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><span class=\"verdict v-{v}\">{v}</span>{}</td></tr>",
+                "<tr><td>{}</td><td>{} ({}, {})</td><td class=\"num\">{}</td><td class=\"num\">{} {}</td><td><span class=\"verdict v-{v}\">{v}</span>{}</td></tr>",
                 esc(&r.variant),
                 esc(&r.metric),
                 esc(&r.unit),
                 better(r.higher_is_better),
                 human::change_pct(r.change_pct),
-                format!("{} {}", ci_level(r), human::ci_pct(r.ci_low_pct, r.ci_high_pct)),
+                ci_level(r),
+                human::ci_pct(r.ci_low_pct, r.ci_high_pct),
                 if notes.is_empty() { String::new() } else { format!(" <span class=\"muted\">{}</span>", esc(&notes.join("; "))) }
             );
         }
