@@ -27,6 +27,7 @@ pub mod cleanup;
 pub mod exit;
 pub mod experiment;
 pub mod fsinternal;
+pub mod history;
 pub mod human;
 pub mod inspect;
 pub mod iostatlog;

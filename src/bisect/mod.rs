@@ -12,6 +12,7 @@
 //! regression with exactly those changes, the trials that show each smaller
 //! set does not regress, and every run spent.
 
+pub mod commits;
 pub mod ddmin;
 pub mod diff;
 pub mod oracle;

@@ -91,7 +91,7 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
 
 /// A fresh [`Console`] for each trial experiment: a `Console` counts runs
 /// from its creation, so one reused across experiments would count wrong.
-struct PerExperiment(Console);
+pub(super) struct PerExperiment(pub(super) Console);
 
 impl Observer for PerExperiment {
     fn start(&mut self, planned: usize, max: usize) {

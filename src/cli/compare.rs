@@ -1,4 +1,5 @@
-//! `fslab compare`.
+//! `fslab compare`: the variants of one experiment, or one variant across
+//! experiments (`--experiments 3,7`, `--by TAG`; see [`fslab::history::across`]).
 
 use std::process::ExitCode;
 
@@ -6,6 +7,9 @@ use anyhow::Result;
 use clap::Args;
 
 use super::{chosen, formats, DbArg};
+use fslab::exit;
+use fslab::history::across::{self, Mixing};
+use fslab::history::Snapshot;
 use fslab::output;
 use fslab::report::data::comparison_for;
 use fslab::report::{CompareReport, Format};
@@ -15,12 +19,27 @@ use fslab::store::Store;
 pub struct CompareArgs {
     #[command(flatten)]
     db: DbArg,
-    /// Experiment id (default: the newest).
+    /// Experiment id (default: the newest); with --by, the experiment whose spec selects the others.
     #[arg(long)]
     experiment: Option<i64>,
-    /// Compare against this variant (default: the experiment's baseline).
+    /// Compare one variant across these experiments (comma-separated ids; the first is the baseline).
+    #[arg(long, value_delimiter = ',', num_args = 1.., conflicts_with_all = ["by", "experiment"])]
+    experiments: Vec<i64>,
+    /// Compare one variant across every experiment with the same spec, one column per value of this tag.
+    #[arg(long, value_name = "TAG")]
+    by: Option<String>,
+    /// The variant compared across experiments (default: the first experiment's baseline).
+    #[arg(long)]
+    variant: Option<String>,
+    /// Compare against this variant (default: the experiment's baseline); with --by, this tag value.
     #[arg(long)]
     baseline: Option<String>,
+    /// Compare experiments whose machines, workload or variant configs differ (a warning names the keys).
+    #[arg(long)]
+    allow_mixed: bool,
+    /// Compare experiments run on different machines (configs must still match).
+    #[arg(long)]
+    across_machines: bool,
     /// Equivalence band in percent (default: the experiment's, usually 2).
     #[arg(long, value_name = "PCT", value_parser = theta_percent)]
     theta: Option<f64>,
@@ -34,9 +53,106 @@ pub struct CompareArgs {
 
 pub fn compare(args: CompareArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
-    let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     let format = chosen(args.format, args.json);
+    if !args.experiments.is_empty() || args.by.is_some() {
+        return compare_experiments(&store, &args, format);
+    }
+    if args.variant.is_some() || args.allow_mixed || args.across_machines {
+        return Err(exit::usage(anyhow::anyhow!(
+            "--variant, --allow-mixed and --across-machines compare across experiments: add --experiments A,B or --by TAG"
+        )));
+    }
+    let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     print_comparison(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0), format)?;
+    if let Some(line) = campaign_status_line(&store, id)? {
+        output::diagnostic(&line);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where the experiment's campaign stands, for experiments run as shards
+/// (`None` otherwise): a comparison of an unfinished campaign is partial.
+pub fn campaign_status_line(store: &Store, id: i64) -> Result<Option<String>> {
+    Ok(store.campaign_status(id)?.map(|c| {
+        let line = c.describe();
+        if c.is_complete() {
+            line
+        } else {
+            format!("{line} (the comparison covers the shards stored so far)")
+        }
+    }))
+}
+
+/// `--experiments A,B,…` / `--by TAG`.
+fn compare_experiments(store: &Store, args: &CompareArgs, format: Format) -> Result<ExitCode> {
+    if args.experiments.len() == 1 {
+        return Err(exit::usage(anyhow::anyhow!("--experiments needs at least two ids (e.g. --experiments 3,7)")));
+    }
+    let theta = args.theta.map(|t| t / 100.0);
+    let mixing = Mixing { allow_mixed: args.allow_mixed, across_machines: args.across_machines };
+    let all;
+    let snaps: Vec<Snapshot>;
+    let groups = match &args.by {
+        None => {
+            snaps = args.experiments.iter().map(|&id| Snapshot::load(store, id)).collect::<Result<_>>()?;
+            across::by_experiment(&snaps)
+        }
+        Some(tag) => {
+            let id = super::experiment_id(store, &args.db.db, args.experiment)?;
+            let anchor = Snapshot::load(store, id)?;
+            all = Snapshot::load_all(store)?;
+            let (groups, untagged) =
+                across::by_tag(&all, &anchor, tag, args.baseline.as_deref()).map_err(exit::usage)?;
+            if untagged > 0 {
+                output::diagnostic(&format!(
+                    "{untagged} experiments with this spec have no `{tag}` tag and are left out"
+                ));
+            }
+            groups
+        }
+    };
+    let result = across::compare_across(&groups, args.variant.as_deref(), args.by.as_deref(), theta, mixing)
+        .map_err(exit::usage)?;
+    for line in &result.mixed {
+        output::diagnostic(&format!("warning: mixed: {line}"));
+    }
+    if format == Format::Json {
+        output::print(&(serde_json::to_string_pretty(&result)? + "\n"))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let first = groups[0].1[0];
+    let mut runs = Vec::new();
+    for (g, members) in &groups {
+        for s in members {
+            runs.extend(fslab::history::relabel_runs(store.runs(s.id)?, &result.variant, &g.label));
+        }
+    }
+    let name = format!(
+        "variant {} across {}",
+        result.variant,
+        groups.iter().map(|(g, m)| format!("{} ({} exp.)", g.label, m.len())).collect::<Vec<_>>().join(", ")
+    );
+    // Each column's places, so columns from different places are marked too.
+    let mut places = fslab::report::places::Places::default();
+    for (g, members) in &groups {
+        for s in members {
+            for (variant, place) in store.variant_places(s.id)? {
+                let column = places.variants.entry(g.label.clone()).or_default();
+                if variant == result.variant && !column.contains(&place) {
+                    column.push(place);
+                }
+            }
+        }
+    }
+    let report = CompareReport {
+        experiment_id: first.id,
+        experiment_name: &name,
+        comparison: &result.data,
+        runs: &runs,
+        hostile: vec![],
+        places,
+    };
+    output::print(&format.exporter().comparison(&report)?)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,9 +1,12 @@
 //! Command-line arguments and dispatch. Each subcommand lives in its own file.
 
 mod bisect;
+mod bisect_commits;
 mod changepoints;
+mod check;
 mod compare;
 mod guest;
+mod history;
 mod inspect;
 mod iostat;
 mod maintenance;
@@ -83,6 +86,10 @@ enum Command {
     Run(run::RunArgs),
     /// Compare the variants of a stored experiment.
     Compare(compare::CompareArgs),
+    /// One metric over experiments in time order, with change points marked.
+    History(history::HistoryArgs),
+    /// CI gate: the newest experiment against its history or another experiment; exit 1 on a regression.
+    Check(check::CheckArgs),
     /// Write a self-contained HTML (or Markdown) report of a stored experiment.
     Report(report::ReportArgs),
     /// Dump the runs of a stored experiment with their metrics.
@@ -101,6 +108,8 @@ enum Command {
     Iostat(iostat::IostatArgs),
     /// Find which differing setting between a good and a bad variant carries a regression (ddmin).
     BisectOptions(bisect::BisectArgs),
+    /// Find the first commit of a source tree that brought a regression (git bisect with a statistical oracle).
+    BisectCommits(bisect_commits::BisectCommitsArgs),
     /// Runs per variant needed to detect a change, from the noise of earlier results (or a pilot).
     Plan(plan::PlanArgs),
     /// Simulate the verdict rules and print their error rates (the evidence behind the statistics docs).
@@ -119,6 +128,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Quickstart(args) => run::quickstart(args),
         Command::Run(args) => run::run(args),
         Command::Compare(args) => compare::compare(args),
+        Command::History(args) => history::history(args),
+        Command::Check(args) => check::check_cmd(args),
         Command::Report(args) => report::report(args),
         Command::Export(args) => maintenance::export(args),
         Command::List(args) => maintenance::list(args),
@@ -128,6 +139,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Kconfig(args) => inspect::kconfig(args),
         Command::Iostat(args) => iostat::iostat(args),
         Command::BisectOptions(args) => bisect::bisect(args),
+        Command::BisectCommits(args) => bisect_commits::bisect_commits_cmd(args),
         Command::Plan(args) => plan::plan_cmd(args),
         Command::Simulate(args) => simulate::simulate(args),
         Command::SimulateChangepoints(args) => changepoints::simulate(args),

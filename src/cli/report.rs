@@ -31,21 +31,40 @@ pub struct ReportArgs {
     /// html: one self-contained page with inline SVG charts; markdown: a compact summary for mail and issue trackers.
     #[arg(long, value_parser = formats(&[Format::Html, Format::Markdown]), default_value = "html")]
     format: Format,
+    /// Instead of one experiment: the history of WORKLOAD/METRIC as a line chart with change points (HTML).
+    #[arg(long, value_name = "WORKLOAD/METRIC")]
+    history: Option<String>,
+    #[command(flatten)]
+    series: super::history::SeriesArgs,
 }
 
 pub fn report(args: ReportArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
+    if let Some(metric) = &args.history {
+        let h = args.series.history(&store, metric, args.experiment)?;
+        return write_out(
+            fslab::history::render::html(&h),
+            args.output.or(Some(PathBuf::from("history.html"))),
+            &format!("history of {metric}"),
+        );
+    }
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
     let mut data = ReportData::load(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0))?;
     // A `running` experiment whose fslab is gone (killed, rebooted) was interrupted, as `list` says.
     let e = &data.experiment;
     data.experiment.status = fslab::runner::owner::effective_status(&store, id, &e.status, &e.environment_json);
     let text = args.format.exporter().report(&data)?;
-    let default_out = (args.format == Format::Html).then(|| PathBuf::from("report.html"));
-    match args.output.or(default_out) {
+    let output =
+        if args.format == Format::Html { args.output.or(Some(PathBuf::from("report.html"))) } else { args.output };
+    write_out(text, output, &format!("experiment {id}"))
+}
+
+/// Writes `text` to `output` (`-` or none: standard output).
+fn write_out(text: String, output: Option<PathBuf>, what: &str) -> Result<ExitCode> {
+    match output {
         Some(path) if path.as_os_str() != "-" => {
             std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-            output::diagnostic(&format!("experiment {id}: report written to {}", path.display()));
+            output::diagnostic(&format!("{what}: report written to {}", path.display()));
         }
         _ => output::print(&text)?,
     }

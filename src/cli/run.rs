@@ -12,6 +12,7 @@ use fslab::exit::{self, Exit};
 use fslab::experiment::{self, Experiment};
 use fslab::output;
 use fslab::report::Format;
+use fslab::runner::fleet::{self, CampaignShard};
 use fslab::runner::{self, progress::Console, RunOptions};
 use fslab::store::Store;
 use fslab::testbed::DeviceOptIn;
@@ -44,6 +45,14 @@ pub struct RunArgs {
     /// Scaled-down run of the same experiment: 2 repetitions, short durations, less data.
     #[arg(long)]
     quick: bool,
+    /// Run shard K of N (1-based): a fixed slice of the runs, the same on every machine, joining the
+    /// campaign's one experiment in the (shared) --db. Re-running a shard continues it.
+    #[arg(long, value_name = "K/N")]
+    shard: Option<fslab::store::Shard>,
+    /// Campaign id every shard shares [default: the file's hash plus the CI run id: GITHUB_RUN_ID,
+    /// SLURM_ARRAY_JOB_ID, CI_PIPELINE_ID, BUILDKITE_BUILD_ID or FSLAB_CAMPAIGN_RUN].
+    #[arg(long, value_name = "ID", requires = "shard")]
+    campaign: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -57,6 +66,14 @@ pub struct CommonRunArgs {
     /// Accept a system directory (/, /usr, /var/…, a home directory) as work directory or dir: testbed.
     #[arg(long)]
     allow_system_dir: bool,
+    /// Label the experiment (repeatable), e.g. --tag commit=abc123; kernel, hostname, machine
+    /// and fslab version are recorded automatically (a --tag of the same key replaces them).
+    #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag_arg)]
+    tags: Vec<(String, String)>,
+}
+
+fn tag_arg(text: &str) -> std::result::Result<(String, String), String> {
+    fslab::store::parse_tag(text).map_err(|e| e.to_string())
 }
 
 #[derive(Args, Debug)]
@@ -87,11 +104,18 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     if args.quick {
         experiment::make_quick(&mut exp);
     }
+    let campaign = match args.shard {
+        Some(shard) => Some(CampaignShard::new(&exp, shard, args.campaign.as_deref()).map_err(exit::usage)?),
+        None => None,
+    };
     if args.dry_run {
         if let Some(dir) = &args.common.workdir {
             exp.workdir = dir.clone();
         }
         output::print(&fslab::experiment::plan::describe(&exp))?;
+        if let Some(c) = &campaign {
+            output::print(&format!("{}\n", fleet::describe(&exp, c)))?;
+        }
         return Ok(ExitCode::SUCCESS);
     }
     let device = match &args.device {
@@ -100,8 +124,13 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         Some(path) => Some(DeviceOptIn::new(path).map_err(exit::usage)?),
         None => None,
     };
-    let opts =
-        RunOptions { resume: args.resume, resume_or_start: args.resume_or_start, device, ..RunOptions::default() };
+    let opts = RunOptions {
+        resume: args.resume,
+        resume_or_start: args.resume_or_start,
+        device,
+        campaign,
+        ..RunOptions::default()
+    };
     execute(exp, &args.db, &args.common, opts)
 }
 
@@ -114,6 +143,7 @@ fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: Ru
     }
     opts.workdir = common.workdir.clone();
     opts.allow_system_dir = common.allow_system_dir;
+    opts.tags = common.tags.clone();
     runner::check_privileges(&exp)?;
     fslab::sys::signals::install()?;
     let mut store = Store::open(&db.db).with_context(|| format!("opening {}", db.db.display()))?;
@@ -129,6 +159,10 @@ fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: Ru
     ));
     if summary.runs_failed > 0 {
         failure_reasons(&store, summary.experiment_id);
+    }
+    // A shard's results are part of a campaign: say where the others stand.
+    if let Ok(Some(campaign)) = store.campaign_status(summary.experiment_id) {
+        output::diagnostic(&campaign.describe());
     }
     // The experiment is stored: a reader that went away (`| head`) changes nothing about how it went.
     match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), Format::Text) {

@@ -1,6 +1,7 @@
 //! Runs one experiment: plan → for each run provision, prepare, measure,
 //! teardown → store, with adaptive rounds and `--resume`.
 
+pub mod fleet;
 pub mod guest;
 mod monitors;
 pub mod owner;
@@ -41,6 +42,10 @@ pub struct RunOptions {
     pub device: Option<DeviceOptIn>,
     /// Overrides the experiment's work directory.
     pub workdir: Option<PathBuf>,
+    /// `--tag key=value` labels recorded on the experiment (with the automatic ones).
+    pub tags: Vec<(String, String)>,
+    /// Run only this shard's slice, in its campaign's shared experiment.
+    pub campaign: Option<fleet::CampaignShard>,
 }
 
 /// What happened.
@@ -71,7 +76,9 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         (false, true) => Resume::Required,
         (false, false) => Resume::No,
     };
-    let resumed = owner::resumable(store, &exp.name, &exp.spec_hash, resume)?;
+    let shard = opts.campaign.as_ref().map(|c| c.shard);
+    fleet::set_context(store, exp, opts.device.as_ref().map(|d| d.path.as_path()), shard);
+    let resumed = if shard.is_some() { None } else { owner::resumable(store, &exp.name, &exp.spec_hash, resume)? };
     preflight::clean_stale(exp, observer);
 
     let mut workloads = Vec::new();
@@ -91,15 +98,24 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         observer.message(&format!("warning: {}", line.as_str().unwrap_or_default()));
     }
 
-    let experiment_id = match resumed {
-        Some(id) => {
+    let experiment_id = match (&opts.campaign, resumed) {
+        (Some(c), _) => fleet::join(store, c, &new_experiment(exp, diagnosis, places.environment(exp))?, resume)?,
+        (None, Some(id)) => {
             observer.message(&format!("resuming experiment {id}"));
             store.set_experiment_status(id, "running")?;
             id
         }
-        None => store.create_experiment(&new_experiment(exp, diagnosis, places.environment(exp))?)?,
+        (None, None) => store.create_experiment(&new_experiment(exp, diagnosis, places.environment(exp))?)?,
     };
     let _running = owner::register(store, experiment_id);
+    // `kernel` is the host's release; each kernel variant's own is `kernel.<variant>`.
+    let mut tags = opts.tags.clone();
+    for v in &exp.variants {
+        if let Some(k) = &v.kernel {
+            tags.push((format!("kernel.{}", v.name), k.release.clone()));
+        }
+    }
+    crate::history::tags::record(store, experiment_id, &tags, &exp.workdir)?;
     let done: HashSet<usize> =
         store.runs(experiment_id)?.into_iter().filter(|r| r.status == RunStatus::Ok).map(|r| r.seq).collect();
 
@@ -108,15 +124,14 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     reach_notes(store, exp).iter().for_each(|line| observer.message(line));
     let mut summary =
         RunSummary { experiment_id, runs_ok: 0, runs_failed: 0, runs_skipped: 0, rounds: 0, interrupted: false };
-    let per_round = exp.variants.len() * exp.workloads.len();
-    observer.start(exp.min_rounds() * per_round, exp.max_rounds() * per_round);
+    observer.start(fleet::runs_in(exp, shard, 0, exp.min_rounds()), fleet::runs_in(exp, shard, 0, exp.max_rounds()));
 
     // Fixed rounds first (planned together so `grouped` order spans them),
     // then one adaptive round at a time until every comparison is decisive.
     let mut next_round = 0;
     let (mut first, mut count) = (0, exp.min_rounds());
     loop {
-        for planned in plan_iter::planned(exp, first, count) {
+        for planned in fleet::slice(exp, shard, plan_iter::planned(exp, first, count)) {
             let planned = &planned;
             if signals::cancelled() {
                 summary.interrupted = true;
@@ -141,20 +156,21 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
             summary.interrupted = true;
             break;
         }
-        next_round += if next_round == 0 { exp.min_rounds() } else { 1 };
+        next_round += count;
         summary.rounds = next_round;
         if next_round >= exp.max_rounds() {
             break;
         }
-        match adaptive_step(exp, &cfg, next_round, || store.metric_series(experiment_id))? {
+        match adaptive_step(exp, &cfg, next_round, || fleet::deciding_series(store, experiment_id))? {
             AdaptiveStep::Stop(line) => {
                 observer.message(&line);
                 break;
             }
             AdaptiveStep::Continue(lines) => lines.iter().for_each(|line| observer.message(line)),
         }
-        (first, count) = (next_round, 1);
-        observer.extend(per_round);
+        let Some(rounds) = fleet::next_rounds(exp, shard, next_round) else { break };
+        (first, count) = (next_round, rounds);
+        observer.extend(fleet::runs_in(exp, shard, first, count));
     }
     places.shut_down_all(observer);
     let status = if summary.interrupted { "interrupted" } else { "complete" };

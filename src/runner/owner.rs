@@ -155,6 +155,13 @@ pub fn ownership(store: &Store, id: i64, environment_json: &str) -> Ownership {
 /// The status to show: `interrupted` for a `running` experiment whose
 /// owners are all gone (killed, or the host rebooted).
 pub fn effective_status(store: &Store, id: i64, status: &str, environment_json: &str) -> String {
+    // A campaign runs on many machines: its shards' heartbeats tell, not its creator.
+    if status == "running" {
+        if let Ok(Some(campaign)) = store.campaign_status(id) {
+            let alive = !campaign.running.is_empty() || !campaign.missing.is_empty();
+            return if alive { "running" } else { "interrupted" }.to_string();
+        }
+    }
     if status == "running" && ownership(store, id, environment_json) == Ownership::Gone {
         "interrupted".to_string()
     } else {

@@ -262,9 +262,14 @@ fn kernel_cache(exp: &Experiment) -> PathBuf {
 /// experiment file's directory, for input files it names) shown read-only.
 fn vm_config(exp: &Experiment, variant: &VariantConfig, spec: &crate::experiment::VmSpec) -> VmConfig {
     let mut ro_dirs = vec![exp.cache_dir()];
-    if let Some(dir) = exp.source_path.as_deref().and_then(Path::parent) {
-        if vm::hidden_in_guest(dir) && !exp.workdir.starts_with(dir) {
-            ro_dirs.push(dir.to_path_buf());
+    let named = exp.source_path.as_deref().and_then(Path::parent).map(Path::to_path_buf).into_iter();
+    let named =
+        named.chain(exp.workloads.iter().flat_map(|w| named_dirs(&serde_json::to_value(w).unwrap_or_default())));
+    for dir in named {
+        let covered = ro_dirs.iter().any(|d| dir.starts_with(d));
+        if vm::hidden_in_guest(&dir) && !exp.workdir.starts_with(&dir) && !dir.starts_with(&exp.workdir) && !covered {
+            ro_dirs.retain(|d| !d.starts_with(&dir));
+            ro_dirs.push(dir);
         }
     }
     VmConfig {
@@ -278,6 +283,35 @@ fn vm_config(exp: &Experiment, variant: &VariantConfig, spec: &crate::experiment
         request_timeout: VM_RUN_SLACK,
         kernel_args: spec.cmdline.clone(),
         agent: None,
+    }
+}
+
+/// Existing directories that absolute paths in a workload's settings (a
+/// list file, a job file, paths inside a `command`) point into: the guest
+/// sees the host's root, but not what lives under the directories
+/// virtme-ng covers (`/var/tmp`, `/run`, …), so those are shown read-only.
+fn named_dirs(config: &Value) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut strings = Vec::new();
+    collect_strings(config, &mut strings);
+    for text in strings {
+        let tokens = text.split(|c: char| c.is_whitespace() || "\"'`$(){};|&<>=,".contains(c));
+        for token in tokens.filter(|t| t.starts_with('/')) {
+            let dir = Path::new(token).ancestors().find(|a| a.is_dir()).map(Path::to_path_buf);
+            if let Some(dir) = dir.filter(|d| d.as_os_str() != "/" && !out.contains(d)) {
+                out.push(dir);
+            }
+        }
+    }
+    out
+}
+
+fn collect_strings<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(a) => a.iter().for_each(|v| collect_strings(v, out)),
+        Value::Object(o) => o.values().for_each(|v| collect_strings(v, out)),
+        _ => {}
     }
 }
 

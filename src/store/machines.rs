@@ -30,6 +30,30 @@ pub struct MachineUse {
     pub variants: Vec<String>,
 }
 
+/// Machines of one experiment that share [`StoredMachine::hardware`] (the
+/// same box, perhaps under several kernels): what a comparison may pool
+/// without mixing machines ([`Store::hardware_groups`]).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct HardwareUse {
+    pub hardware: String,
+    /// In order of first use; more than one when the kernel changed.
+    pub machines: Vec<MachineUse>,
+    pub runs: usize,
+}
+
+impl HardwareUse {
+    /// One line for people: the first machine's description, plus the other
+    /// kernels seen on it.
+    pub fn describe(&self) -> String {
+        let mut line = self.machines[0].machine.machine.describe();
+        let kernels: Vec<&str> = self.machines[1..].iter().map(|m| m.machine.machine.kernel_release.as_str()).collect();
+        if !kernels.is_empty() {
+            line.push_str(&format!(", also kernel {}", kernels.join(", ")));
+        }
+        line
+    }
+}
+
 /// The id of `m` in this store, adding it if new (inside the caller's
 /// transaction; concurrent adders of one machine meet on the unique
 /// fingerprint).
@@ -77,6 +101,26 @@ impl Store {
             Ok(out)
         })
         .with_context(|| format!("cannot read machines of experiment {experiment_id} from {loc}"))
+    }
+
+    /// The experiment's machines grouped by hardware, in order of first
+    /// use: one group means a comparison mixes no machines; more than one
+    /// means compare per group ([`Store::metric_series_on`]) unless the user
+    /// asks to pool them (`--across-machines`).
+    pub fn hardware_groups(&self, experiment_id: i64) -> Result<Vec<HardwareUse>> {
+        let mut groups: Vec<HardwareUse> = Vec::new();
+        for m in self.machines(experiment_id)? {
+            match groups.iter_mut().find(|g| g.hardware == m.machine.hardware) {
+                Some(g) => {
+                    g.runs += m.runs;
+                    g.machines.push(m);
+                }
+                None => {
+                    groups.push(HardwareUse { hardware: m.machine.hardware.clone(), runs: m.runs, machines: vec![m] })
+                }
+            }
+        }
+        Ok(groups)
     }
 
     /// Like [`Store::metric_series`], from runs on hardware `hardware`

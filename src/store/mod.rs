@@ -46,7 +46,7 @@ use crate::record::{MountFacts, RunStatus};
 
 pub use campaign::{CampaignStatus, Shard, ShardRow};
 pub use location::{AsLocation, StoreLocation};
-pub use machines::{MachineUse, StoredMachine};
+pub use machines::{HardwareUse, MachineUse, StoredMachine};
 pub use merge::MergeReport;
 pub use runs::RunMeta;
 pub use schema::SCHEMA_VERSION;

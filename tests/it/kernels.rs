@@ -263,3 +263,88 @@ fn sigterm_during_a_vm_experiment_leaves_nothing() {
     }
     assert_eq!(leftovers(&work), Vec::<String>::new());
 }
+
+/// Commit bisection through kernels: each commit of a throwaway repository
+/// names the kernel package to boot (the build step links it, as a kernel
+/// build would produce its image) and a setting the workload reads; the
+/// good end boots 6.1, the bad end 6.12 with the slow setting, and the
+/// bisection says which commit is bad with every step run in its own VM.
+#[test]
+fn bisect_commits_boots_the_kernel_each_commit_names() {
+    let Some(deb61) = vm_prerequisites("6.1.") else { return };
+    let Some(deb612) = vm_prerequisites("6.12.") else { return };
+    let _one = one_vm();
+    let (k61, k612) = (resolve_deb(&deb61), resolve_deb(&deb612));
+    let dir = common::workdir("fslab-kernels");
+    let root = dir.path();
+    let repo = root.join("repo");
+    std::fs::create_dir_all(&repo).unwrap();
+    std::fs::create_dir_all(root.join("trees")).unwrap();
+    let git = |args: &[&str]| {
+        let out = Command::new("git")
+            .arg("-C")
+            .arg(&repo)
+            .args(["-c", "user.email=t@example.org", "-c", "user.name=t"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    git(&["init", "-q", "-b", "main"]);
+    for (subject, deb, count) in [("good: 6.1", &deb61, 4), ("bad: 6.12, more data", &deb612, 24)] {
+        std::fs::write(repo.join("kernel-package"), deb.file_name().unwrap().to_string_lossy().as_bytes()).unwrap();
+        std::fs::write(repo.join("count"), format!("{count}\n")).unwrap();
+        git(&["add", "-A"]);
+        git(&["commit", "-q", "-m", subject]);
+    }
+    let bad = git(&["rev-parse", "HEAD"]);
+    common::write_spec(
+        root,
+        "bisect.toml",
+        &format!(
+            "name = \"kernel bisect\"\nrepetitions = 3\nworkdir = \"{work}\"\n\n[[variant]]\nname = \"k\"\nfs = \"ext4\"\n\
+             size = \"96MiB\"\nkernel = \"{{worktree}}/kernel.deb\"\nthrottle = {{ write_bps = \"4MiB\" }}\n\
+             vm = {{ cpus = 2, memory = \"1GiB\" }}\n\n[[workload]]\nkind = \"command\"\nname = \"w\"\n\
+             command = \"dd if=/dev/zero of=data bs=1M count=$(cat {{worktree}}/count) oflag=direct status=none\"\n",
+            work = root.join("work").display()
+        ),
+    );
+    // What a kernel build leaves in the tree: here, a link to the package the commit names.
+    let build = format!("ln -sf \"{}/$(cat kernel-package)\" kernel.deb", kernels_dir().display());
+    let out = Command::new(common::fslab_bin())
+        .args(["bisect-commits", "--repo", repo.to_str().unwrap(), "--good", "HEAD~1", "--bad", "main"])
+        .args(["--experiment", root.join("bisect.toml").to_str().unwrap(), "--build", &build, "--json"])
+        .args(["--worktrees", root.join("trees").to_str().unwrap()])
+        .args(["--db", root.join("results.db").to_str().unwrap()])
+        .env("FSLAB_KERNEL_CACHE", kernels_dir().join("cache"))
+        .env_remove("FSLAB_DB")
+        .output()
+        .unwrap();
+    let report: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(&out)));
+    assert_eq!(out.status.code(), Some(0), "{report:#}\n{}", text(&out));
+    assert_eq!(report["status"], "found", "{report:#}");
+    assert_eq!(report["first_bad"]["sha"], bad.as_str(), "{report:#}");
+    assert_eq!(report["ends"]["verdict"], "regressed", "{report:#}");
+
+    // Each end ran in a VM of the kernel its commit named.
+    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(
+        root.join("results.db").to_str().unwrap(),
+    ))
+    .unwrap();
+    let mut releases: Vec<String> = Vec::new();
+    for e in store.list_experiments().unwrap() {
+        for (_, place) in store.variant_places(e.id).unwrap() {
+            assert_eq!(place.kind, "vm");
+            releases.push(place.kernel_release);
+        }
+    }
+    releases.sort();
+    releases.dedup();
+    let mut want = vec![k61.release.clone(), k612.release.clone()];
+    want.sort();
+    assert_eq!(releases, want);
+    assert_eq!(std::fs::read_dir(root.join("trees")).unwrap().count(), 0, "worktrees left behind");
+    assert_eq!(leftovers(&root.join("work")), Vec::<String>::new());
+}

@@ -4,12 +4,16 @@
 mod common;
 
 mod bisect;
+mod bisect_commits;
 mod blocktrace;
 mod changepoint;
+mod deploy;
 mod examples;
 mod experiment;
 mod filemix;
+mod fleet;
 mod fsinternal;
+mod history_cli;
 mod inspect_cli;
 mod iostat_logs;
 mod kernels;

@@ -222,6 +222,107 @@ fn compare_bench() {
     }
 }
 
+/// `fslab compare` end to end over a campaign (notes/fleet.md): 4 shards
+/// on 4 machines, blocks of both variants dealt round-robin as `--shard`
+/// deals them, `total` runs. Times the binary `FSLAB_BENCH_BIN` (default
+/// target/release/fslab) and, in process, the per-machine comparison
+/// `compare --across-machines` is the opposite of (hardware_groups +
+/// metric_series_on + statistics for each machine).
+fn fleet_bench() {
+    use crate::inspect::machine::Machine;
+    let bin = std::env::var("FSLAB_BENCH_BIN")
+        .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/fslab").to_string());
+    let sizes: Vec<usize> = std::env::var("FSLAB_BENCH_SIZES")
+        .map(|v| v.split(',').map(|n| n.trim().parse().expect("FSLAB_BENCH_SIZES: numbers")).collect())
+        .unwrap_or_else(|_| vec![10_000, 100_000]);
+    let machines: Vec<Machine> =
+        (1..=4).map(|k| Machine { hostname: format!("node{k}"), ..Machine::capture(None) }).collect();
+    for total in sizes {
+        for (backend, loc, _guard) in locations(&format!("fleet{total}")) {
+            let mut store = Store::open(&loc).unwrap();
+            let new = new_exp("fleet", "h");
+            let mut e = 0;
+            for (k, m) in machines.iter().enumerate() {
+                e = store.join_campaign(&new, "bench", Shard { index: k + 1, count: 4 }, Some(m)).unwrap();
+            }
+            let t = Instant::now();
+            for chunk in (0..total).collect::<Vec<_>>().chunks(2000) {
+                let runs: Vec<FullRun> = chunk
+                    .iter()
+                    .map(|&s| {
+                        let mut r = bench_run(s, if s % 2 == 0 { "zeta" } else { "alpha" });
+                        r.monitor = None;
+                        r.blocktrace = None;
+                        r.fs_snapshots.clear();
+                        r.notes.clear();
+                        let k = (s / 2) % 4;
+                        FullRun::from_record(
+                            &r,
+                            RunStatus::Ok,
+                            Some(&machines[k]),
+                            Some(Shard { index: k + 1, count: 4 }),
+                        )
+                    })
+                    .collect();
+                store
+                    .write(|q| {
+                        for r in &runs {
+                            put_run(q, e, r, Existing::Record)?;
+                        }
+                        Ok(())
+                    })
+                    .unwrap();
+            }
+            for k in 1..=4 {
+                store.finish_shard(e, k, "complete").unwrap();
+            }
+            if backend == "postgres" {
+                store.write(|q| q.batch("ANALYZE")).unwrap();
+            }
+            let fill = t.elapsed().as_secs_f64();
+            let db = match &loc {
+                StoreLocation::Sqlite(p) => p.display().to_string(),
+                StoreLocation::Postgres(url) => url.clone(),
+            };
+            let mut cli = f64::MAX;
+            for _ in 0..3 {
+                let t = Instant::now();
+                let out = std::process::Command::new(&bin)
+                    .args(["compare", "--baseline", "zeta", "--db", &db])
+                    .env_remove("FSLAB_DB")
+                    .output()
+                    .unwrap();
+                assert!(out.status.success(), "{bin} compare: {}", String::from_utf8_lossy(&out.stderr));
+                cli = cli.min(t.elapsed().as_secs_f64());
+            }
+            let mut per_machine = f64::MAX;
+            for _ in 0..3 {
+                let t = Instant::now();
+                let groups = store.hardware_groups(e).unwrap();
+                assert_eq!(groups.len(), 4);
+                for g in &groups {
+                    let series = store.metric_series_on(e, &g.hardware).unwrap();
+                    compare_series(&series, "zeta", &CompareConfig::default());
+                }
+                per_machine = per_machine.min(t.elapsed().as_secs_f64());
+            }
+            let t = Instant::now();
+            let status = store.campaign_status(e).unwrap().unwrap();
+            let status_ms = t.elapsed().as_secs_f64() * 1000.0;
+            assert!(status.is_complete());
+            println!(
+                "BENCH fleet {backend} campaign of {total} runs on 4 machines: `fslab compare` {:.0} ms; \
+                 per machine in process {:.0} ms; campaign_status {status_ms:.1} ms (filled in {fill:.0} s)",
+                cli * 1000.0,
+                per_machine * 1000.0
+            );
+            if let StoreLocation::Sqlite(p) = &loc {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore]
 fn store_benchmark() {
@@ -230,5 +331,8 @@ fn store_benchmark() {
     }
     if std::env::var("FSLAB_BENCH_ONLY").map_or(true, |v| v == "compare") {
         compare_bench();
+    }
+    if std::env::var("FSLAB_BENCH_ONLY").map_or(true, |v| v == "fleet") {
+        fleet_bench();
     }
 }

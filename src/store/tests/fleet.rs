@@ -78,6 +78,10 @@ fn runs_carry_their_machine() {
         assert_eq!(used[1].machine.machine, m2);
         assert_eq!(used[2].machine.hardware, used[0].machine.hardware, "a new kernel is the same hardware");
         assert_eq!(count(&store, "machines"), 3);
+        let groups = store.hardware_groups(e).unwrap();
+        assert_eq!(groups.iter().map(|g| (g.runs, g.machines.len())).collect::<Vec<_>>(), vec![(3, 2), (1, 1)]);
+        assert!(groups[0].describe().starts_with("box1 (ThinkPad X1;"), "{}", groups[0].describe());
+        assert!(groups[0].describe().ends_with("kernel 6.8.0-1), also kernel 6.9.0"), "{}", groups[0].describe());
 
         let values = |s: Vec<MetricSeries>| s.into_iter().map(|s| (s.variant, s.values)).collect::<Vec<_>>();
         assert_eq!(

@@ -214,6 +214,16 @@ pub(crate) fn full_run_with(seq: usize, disk: usize, cpus: usize) -> RunRecord {
     r.blocktrace = Some(serde_json::json!({"enabled": false, "reason": "no tracefs"}));
     r.fs_snapshots = vec![(crate::record::EXTRA_FS_BEFORE.into(), serde_json::json!({"fstype": "ext4"}))];
     r.notes = vec!["fs_after: boom".into()];
+    r.place = Some(crate::record::RunPlace {
+        kind: "vm".into(),
+        kernel_release: "6.1.0-50-cloud-amd64".into(),
+        accelerator: Some("tcg".into()),
+        cpus: Some(2),
+        memory_mib: Some(1024),
+        cmdline: vec!["mitigations=off".into()],
+        boot_s: Some(40.5),
+        warnings: vec!["timings are emulated".into()],
+    });
     r
 }
 

@@ -1,0 +1,115 @@
+//! `fslab check`: a CI gate. Exit 1 (with `--fail-on-regression`) when a
+//! decisive metric of the newest experiment regressed significantly
+//! against its history or a named experiment; 0 otherwise; 2 on bad usage.
+
+use std::fmt::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use comfy_table::{presets::NOTHING, Cell, Table};
+
+use super::{chosen, formats, DbArg};
+use fslab::exit;
+use fslab::history::check::{check, Against, Check};
+use fslab::history::Snapshot;
+use fslab::human;
+use fslab::output;
+use fslab::report::Format;
+use fslab::stats::gate::{Evidence, GateConfig};
+
+#[derive(Args, Debug)]
+#[command(after_help = "Exit status:\n  0  no decisive metric regressed (or no --fail-on-regression)\n  \
+                        1  with --fail-on-regression: a decisive metric regressed significantly\n  2  bad usage")]
+pub struct CheckArgs {
+    #[command(flatten)]
+    db: DbArg,
+    /// The experiment checked (default: the newest).
+    #[arg(long)]
+    experiment: Option<i64>,
+    /// `history` (a prediction interval from the last ≤ 64 comparable experiments) or an experiment id.
+    #[arg(long, value_name = "history|ID", default_value = "history")]
+    against: Against,
+    /// Exit 1 when a decisive metric regressed (without it the check only reports).
+    #[arg(long)]
+    fail_on_regression: bool,
+    /// Use experiments whose machine, workload or variant config differs.
+    #[arg(long)]
+    allow_mixed: bool,
+    /// Significance level after Benjamini–Hochberg across the decisive metrics.
+    #[arg(long, default_value_t = 0.01, value_parser = alpha)]
+    alpha: f64,
+    /// Changes within ±PCT percent never fail the check.
+    #[arg(long, value_name = "PCT", default_value_t = 2.0, value_parser = super::compare::theta_percent)]
+    theta: f64,
+    /// Output format: a table, or the whole check as JSON for a CI system.
+    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, conflicts_with = "format")]
+    json: bool,
+}
+
+fn alpha(text: &str) -> std::result::Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(a) if a > 0.0 && a < 0.5 => Ok(a),
+        _ => Err(format!("`{text}` is not a significance level between 0 and 0.5 (e.g. 0.01)")),
+    }
+}
+
+pub fn check_cmd(args: CheckArgs) -> Result<ExitCode> {
+    let store = args.db.open_existing()?;
+    let all = Snapshot::load_all(&store)?;
+    let newest = match args.experiment {
+        Some(id) => id,
+        None => all
+            .last()
+            .map(|s| s.id)
+            .ok_or_else(|| exit::usage(anyhow::anyhow!("{} holds no finished experiments", args.db.db)))?,
+    };
+    let cfg = GateConfig { alpha: args.alpha, theta: args.theta / 100.0, ..GateConfig::default() };
+    let result = check(&all, newest, args.against, args.allow_mixed, &cfg).map_err(exit::usage)?;
+    let text = match chosen(args.format, args.json) {
+        Format::Json => serde_json::to_string_pretty(&result)? + "\n",
+        _ => table(&result),
+    };
+    output::print(&text)?;
+    Ok(ExitCode::from(if args.fail_on_regression { result.exit_status } else { 0 }))
+}
+
+fn table(c: &Check) -> String {
+    let against = match c.against {
+        Against::History => "its history".to_string(),
+        Against::Experiment(id) => format!("experiment {id}"),
+    };
+    let mut out = format!("experiment {} against {against}: {}\n", c.experiment, c.outcome);
+    let mut t = Table::new();
+    t.load_style(NOTHING);
+    t.set_header(["metric", "outcome", "change", "expected (99%)", "p adj.", "note"]);
+    for m in &c.report.metrics {
+        let expected = match &m.evidence {
+            Evidence::History(h) => format!(
+                "[{}, {}] ({} exp.)",
+                human::number(h.interval_low),
+                human::number(h.interval_high),
+                h.baseline_points
+            ),
+            Evidence::Experiment(cmp) => format!("CI {}", human::ci_pct(cmp.ci_low_pct, cmp.ci_high_pct)),
+            Evidence::None => "–".to_string(),
+        };
+        let name = if m.decisive { m.name.clone() } else { format!("{} (side)", m.name) };
+        t.add_row(vec![
+            Cell::new(name),
+            Cell::new(m.outcome.as_str()),
+            Cell::new(human::change_pct(m.change_pct)),
+            Cell::new(expected),
+            Cell::new(human::p_value(m.p_adjusted)),
+            Cell::new(m.note.clone().unwrap_or_default()),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    for line in c.left_out.iter().chain(&c.mixed) {
+        let _ = writeln!(out, "note: {line}");
+    }
+    out
+}

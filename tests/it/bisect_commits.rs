@@ -1,0 +1,145 @@
+//! `fslab bisect-commits` on a throwaway git repository whose commits
+//! change a throttle read from the tree (`bench.sh`, run by a `command`
+//! workload on a dir: testbed): the first bad commit is found, a commit
+//! whose build fails is skipped, a noisy commit gets extra rounds, the
+//! user's checkout is untouched, the worktrees are gone afterwards, and a
+//! rerun reuses the stored steps.
+//!
+//! The commit dates are fixed so the commit ids, and with them the order
+//! git bisect visits commits in, are the same on every run. The layout was
+//! chosen (by simulating `git bisect run`) so that both the broken and the
+//! noisy commit are visited whether the noisy one ends good or undecided.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common;
+
+const COMMITS: &[(&str, &str)] = &[
+    ("good end", "sleep 0.1"),
+    ("g1", "sleep 0.1"),
+    ("g2", "sleep 0.1"),
+    ("broken", "sleep 0.1"),
+    // 0.1 to 0.3 s at random: between the ends, nearer the good one.
+    ("noisy", "b=$(od -An -N1 -tu1 /dev/urandom); sleep $(awk -v b=\"$b\" 'BEGIN{print 0.1 + b/1275}')"),
+    ("g5", "sleep 0.1"),
+    ("first bad", "sleep 0.5"),
+    ("bad end", "sleep 0.5"),
+];
+
+fn git(repo: &Path, args: &[&str], date: Option<usize>) -> String {
+    let mut cmd = Command::new("git");
+    cmd.arg("-C").arg(repo).args(["-c", "user.email=t@example.org", "-c", "user.name=t"]).args(args);
+    if let Some(i) = date {
+        let d = format!("2024-01-01T00:00:{i:02}Z");
+        cmd.env("GIT_AUTHOR_DATE", &d).env("GIT_COMMITTER_DATE", &d);
+    }
+    let out = cmd.output().unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn make_repo(repo: &Path) {
+    std::fs::create_dir_all(repo).unwrap();
+    git(repo, &["init", "-q", "-b", "main"], None);
+    for (i, (subject, bench)) in COMMITS.iter().enumerate() {
+        std::fs::write(repo.join("bench.sh"), format!("{bench}\n")).unwrap();
+        std::fs::write(repo.join("subject"), subject).unwrap();
+        // The broken commit's tree fails the build; the next one repairs it.
+        match *subject {
+            "broken" => std::fs::write(repo.join("BROKEN"), "").unwrap(),
+            _ => {
+                let _ = std::fs::remove_file(repo.join("BROKEN"));
+            }
+        }
+        git(repo, &["add", "-A"], None);
+        git(repo, &["commit", "-q", "-m", subject], Some(i));
+    }
+}
+
+fn bisect(root: &Path) -> (i32, Value, String) {
+    let out = Command::new(common::fslab_bin())
+        .args(["bisect-commits", "--repo"])
+        .arg(root.join("repo"))
+        .args(["--good", "HEAD~7", "--bad", "main", "--experiment"])
+        .arg(root.join("bisect.toml"))
+        .args(["--build", "! test -e BROKEN && echo \"$FSLAB_REV\" > built", "--max-rounds", "6", "--json"])
+        .arg("--worktrees")
+        .arg(root.join("trees"))
+        .arg("--db")
+        .arg(root.join("results.db"))
+        .env_remove("FSLAB_DB")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let json = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code().unwrap_or(-1), json, stderr)
+}
+
+fn step<'a>(report: &'a Value, subject: &str) -> Option<&'a Value> {
+    report["steps"].as_array().unwrap().iter().find(|s| s["commit"]["subject"] == subject)
+}
+
+#[test]
+fn finds_the_first_bad_commit_skipping_a_broken_build_with_extra_rounds_for_a_noisy_one() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let dir = common::workdir("bisect-commits");
+    let root = dir.path();
+    make_repo(&root.join("repo"));
+    std::fs::create_dir_all(root.join("bed")).unwrap();
+    std::fs::create_dir_all(root.join("trees")).unwrap();
+    common::write_spec(
+        root,
+        "bisect.toml",
+        &format!(
+            "name = \"bisect\"\nrepetitions = 3\nworkdir = \"{work}\"\n\n[[variant]]\nname = \"a\"\nfs = \"dir:{bed}\"\n\n\
+             [[workload]]\nkind = \"command\"\nname = \"w\"\ncommand = \"sh {{worktree}}/bench.sh # {{rev}}\"\n",
+            work = root.join("work").display(),
+            bed = root.join("bed").display()
+        ),
+    );
+    let head = git(&root.join("repo"), &["rev-parse", "HEAD"], None);
+
+    let (code, r, stderr) = bisect(root);
+    assert_eq!(code, 0, "{r:#}\n{stderr}");
+    assert_eq!(r["status"], "found", "{r:#}");
+    assert_eq!(r["first_bad"]["subject"], "first bad", "{r:#}");
+    assert_eq!(r["ends"]["verdict"], "regressed");
+    let broken = step(&r, "broken").unwrap_or_else(|| panic!("broken commit not visited: {r:#}"));
+    assert_eq!(broken["decision"], "build-failed");
+    assert_eq!(broken["build"], "failed (exit 1)");
+    let noisy = step(&r, "noisy").unwrap_or_else(|| panic!("noisy commit not visited: {r:#}"));
+    assert!(noisy["runs"].as_u64().unwrap() > 3, "no extra rounds for the noisy commit: {noisy:#}");
+    assert!(["good", "undecided"].contains(&noisy["decision"].as_str().unwrap()), "{noisy:#}");
+    assert_eq!(step(&r, "first bad").unwrap()["decision"], "bad");
+    let done = r["runs_done"].as_u64().unwrap();
+
+    // The user's checkout and its bisect state are untouched; no worktree is left.
+    let repo = root.join("repo");
+    assert_eq!(git(&repo, &["rev-parse", "HEAD"], None), head);
+    assert_eq!(git(&repo, &["status", "--porcelain"], None), "");
+    assert_eq!(git(&repo, &["worktree", "list"], None).lines().count(), 1);
+    assert!(!repo.join(".git/BISECT_LOG").exists());
+    assert_eq!(std::fs::read_dir(root.join("trees")).unwrap().count(), 0, "worktree directory left behind");
+
+    // A rerun reuses the stored steps.
+    let (code, again, stderr) = bisect(root);
+    assert_eq!(code, 0, "{again:#}\n{stderr}");
+    assert_eq!(again["first_bad"]["subject"], "first bad");
+    assert_eq!(again["id"], r["id"]);
+    assert!(again["runs_reused"].as_u64().unwrap() >= done, "{again:#}");
+    assert!(again["runs_done"].as_u64().unwrap() * 2 < done, "rerun measured again: {again:#}");
+
+    // Every step's experiment is stored and tagged with its commit.
+    let first_bad = r["first_bad"]["sha"].as_str().unwrap();
+    let store = fslab::store::Store::open_existing(&root.join("results.db")).unwrap();
+    let tagged = store
+        .experiments_tagged(&[("commit".into(), first_bad.into()), ("bisect".into(), r["id"].as_str().unwrap().into())])
+        .unwrap();
+    assert!(!tagged.is_empty());
+}

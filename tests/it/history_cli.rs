@@ -1,0 +1,172 @@
+//! Results across experiments from the command line, the way a CI job
+//! uses them: real `fslab run`s of a `command` workload on a dir: testbed
+//! whose duration comes from a throttle file outside the experiment file
+//! (so the experiments stay comparable), then `compare --experiments` /
+//! `--by`, `history` and `check` with their exit codes and JSON.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+use crate::common;
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Out {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}):\n{}\n{}", self.stdout, self.stderr))
+    }
+}
+
+fn fslab(db: &Path, args: &[&str]) -> Out {
+    let out = Command::new(common::fslab_bin()).args(args).arg("--db").arg(db).env_remove("FSLAB_DB").output().unwrap();
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+struct Lab {
+    _dir: tempfile::TempDir,
+    root: PathBuf,
+    db: PathBuf,
+    spec: PathBuf,
+}
+
+impl Lab {
+    fn new() -> Lab {
+        let dir = common::workdir("history-cli");
+        let root = dir.path().to_path_buf();
+        std::fs::create_dir_all(root.join("bed")).unwrap();
+        let spec = common::write_spec(&root, "gate.toml", &spec(&root, "sleep \"$(cat {throttle})\""));
+        Lab { db: root.join("results.db"), spec, root, _dir: dir }
+    }
+
+    /// One experiment of 3 runs sleeping `seconds` each, tagged `build=BUILD`.
+    fn run(&self, seconds: f64, build: &str) {
+        std::fs::write(self.root.join("throttle"), format!("{seconds}")).unwrap();
+        let tag = format!("build={build}");
+        let out = fslab(&self.db, &["run", self.spec.to_str().unwrap(), "--tag", &tag]);
+        assert_eq!(out.code, 0, "fslab run failed:\n{}", out.stderr);
+    }
+}
+
+fn spec(root: &Path, command: &str) -> String {
+    let command = command.replace("{throttle}", &root.join("throttle").display().to_string());
+    format!(
+        "name = \"gate\"\nrepetitions = 3\nworkdir = \"{work}\"\n\n[[variant]]\nname = \"a\"\nfs = \"dir:{bed}\"\n\n\
+         [[workload]]\nkind = \"command\"\nname = \"w\"\ncommand = '{command}'\n",
+        work = root.join("work").display(),
+        bed = root.join("bed").display(),
+    )
+}
+
+fn wall(check: &Value) -> &Value {
+    check["report"]["metrics"].as_array().unwrap().iter().find(|m| m["name"] == "w/wall_s").expect("w/wall_s checked")
+}
+
+#[test]
+fn compare_history_and_check_across_experiments() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let lab = Lab::new();
+    for _ in 0..6 {
+        lab.run(0.2, "old");
+    }
+    // Six steady experiments: the newest is within its history's noise.
+    let ok = fslab(&lab.db, &["check", "--fail-on-regression", "--json"]);
+    assert_eq!(ok.code, 0, "{}\n{}", ok.stdout, ok.stderr);
+    let j = ok.json();
+    assert_eq!(j["experiment"], 6);
+    assert_eq!(wall(&j)["evidence"]["baseline_points"], 5, "{j:#}");
+    assert!(["ok", "improvement"].contains(&wall(&j)["outcome"].as_str().unwrap()), "{j:#}");
+
+    // A build that doubles the time: exit 1 with --fail-on-regression, 0 without.
+    lab.run(0.4, "new");
+    let bad = fslab(&lab.db, &["check", "--fail-on-regression", "--json"]);
+    assert_eq!(bad.code, 1, "{}\n{}", bad.stdout, bad.stderr);
+    let j = bad.json();
+    assert_eq!(j["outcome"], "regression");
+    assert_eq!(j["exit_status"], 1);
+    assert_eq!(wall(&j)["outcome"], "regression");
+    assert!(wall(&j)["change_pct"].as_f64().unwrap() > 50.0, "{j:#}");
+    let report_only = fslab(&lab.db, &["check"]);
+    assert_eq!(report_only.code, 0, "{}", report_only.stderr);
+    assert!(report_only.stdout.contains("regression"), "{}", report_only.stdout);
+    // The same against one named experiment: the JSON says what it was against.
+    let named = fslab(&lab.db, &["check", "--against", "1", "--json"]);
+    assert_eq!(named.code, 0, "{}", named.stderr);
+    assert_eq!(named.json()["against"]["experiment"], 1);
+
+    lab.run(0.4, "new");
+    lab.run(0.4, "new");
+
+    // The history marks the step where build=new starts.
+    let h = fslab(&lab.db, &["history", "w/wall_s", "--json"]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let j = h.json();
+    let ids: Vec<i64> = j["points"].as_array().unwrap().iter().map(|p| p["experiment_id"].as_i64().unwrap()).collect();
+    assert_eq!(ids, (1..=9).collect::<Vec<_>>());
+    let cps = j["change_points"].as_array().unwrap();
+    assert_eq!(cps.len(), 1, "{j:#}");
+    assert_eq!(cps[0]["index"], 6);
+    assert_eq!(j["points"][6]["tags"]["build"], "new");
+    let table = fslab(&lab.db, &["history", "w/wall_s"]);
+    assert!(table.stdout.contains("◆ +") && table.stdout.contains("regression"), "{}", table.stdout);
+    let by = fslab(&lab.db, &["history", "w/wall_s", "--by", "build", "--json"]).json();
+    assert_eq!(by["points"].as_array().unwrap().len(), 2);
+    assert_eq!(by["points"][0]["n"], 18);
+    let html = lab.root.join("history.html");
+    let r = fslab(&lab.db, &["report", "--history", "w/wall_s", "-o", html.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.contains("<svg") && page.contains("change at #7"), "{page}");
+
+    // Across experiments with compare's statistics and verdicts.
+    let two = fslab(&lab.db, &["compare", "--experiments", "1,9", "--json"]);
+    assert_eq!(two.code, 0, "{}", two.stderr);
+    let j = two.json();
+    assert_eq!(j["groups"][1]["label"], "#9");
+    let row = j["rows"].as_array().unwrap().iter().find(|r| r["metric"] == "wall_s").unwrap();
+    assert_eq!(row["variant"], "#9");
+    let pooled = fslab(&lab.db, &["compare", "--by", "build", "--json"]).json();
+    let row = pooled["rows"].as_array().unwrap().iter().find(|r| r["metric"] == "wall_s").unwrap();
+    assert_eq!(row["verdict"], "regressed", "{pooled:#}");
+    assert_eq!(pooled["groups"][0]["experiments"].as_array().unwrap().len(), 6);
+    let text = fslab(&lab.db, &["compare", "--by", "build", "--baseline", "new"]);
+    assert!(text.stdout.contains("build=new") && text.stdout.contains("verdict build=old"), "{}", text.stdout);
+    // Tags recorded automatically beside --tag.
+    let tags = &h.json()["points"][0]["tags"];
+    for key in ["kernel", "hostname", "fslab", "machine", "build"] {
+        assert!(tags[key].as_str().is_some_and(|v| !v.is_empty()), "{key} missing: {tags}");
+    }
+
+    // A different command is a different experiment: refused, naming the key.
+    let other = common::write_spec(&lab.root, "other.toml", &spec(&lab.root, "sleep \"$(cat {throttle})\"; true"));
+    std::fs::write(lab.root.join("throttle"), "0.01").unwrap();
+    let out = fslab(&lab.db, &["run", other.to_str().unwrap()]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let refused = fslab(&lab.db, &["compare", "--experiments", "1,10"]);
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("workload w: params.command") && refused.stderr.contains("--allow-mixed"),
+        "{}",
+        refused.stderr
+    );
+    let mixed = fslab(&lab.db, &["compare", "--experiments", "1,10", "--allow-mixed", "--json"]);
+    assert_eq!(mixed.code, 0, "{}", mixed.stderr);
+    assert!(mixed.json()["mixed"][0].as_str().unwrap().contains("params.command"));
+    // Bad usage exits 2.
+    assert_eq!(fslab(&lab.db, &["check", "--against", "yesterday"]).code, 2);
+    assert_eq!(fslab(&lab.db, &["check", "--experiment", "99"]).code, 2);
+    assert_eq!(fslab(&lab.db, &["history", "wall_s"]).code, 2);
+    assert_eq!(fslab(&lab.db, &["compare", "--experiments", "1"]).code, 2);
+}
