@@ -1,37 +1,41 @@
 //! From stored per-run metrics to comparison rows: every variant against
 //! the baseline, for every workload metric, with Benjamini–Hochberg across
-//! the metrics of one (workload, variant) comparison.
+//! the metrics of one (workload, variant) comparison; and the planning that
+//! reads the noise of earlier results (`fslab plan`, the runner's up-front
+//! note).
 
+use std::ops::Deref;
+
+use anyhow::Result;
 use serde::Serialize;
 
-use crate::stats::{compare_family, CompareConfig, Comparison, MeanKind, Verdict};
-use crate::store::MetricSeries;
+use crate::experiment::{Experiment, Repetitions};
+use crate::stats::{
+    compare_family, design_power, detectable_change, noise_sd, outlier_indices, runs_to_detect, runs_to_show_no_change,
+    trend, CompareConfig, Comparison, MeanKind, SequentialDesign, Stopping, Trend, Verdict,
+};
+use crate::store::{MetricSeries, Store};
 
-/// One metric of one variant against the baseline.
+/// One metric of one variant against the baseline: the [`Comparison`]
+/// (flattened into the same JSON object, so no field of it can be left
+/// out) plus what names it and the runs it was computed from.
 #[derive(Clone, Debug, Serialize)]
 pub struct ComparisonRow {
     pub workload: String,
     pub metric: String,
     pub unit: String,
-    pub higher_is_better: bool,
+    /// Name of the baseline variant.
     pub baseline: String,
+    /// Name of the compared variant.
     pub variant: String,
+    /// Shortcuts into `comparison.baseline` / `comparison.variant` (the
+    /// per-side [`crate::stats::Summary`]), filled by [`SideFigures`] only.
     pub n_baseline: usize,
     pub n_variant: usize,
     /// mmtests-style mean: harmonic for rates, arithmetic for times.
     pub mean_kind: MeanKind,
     pub mean_baseline: f64,
     pub mean_variant: f64,
-    pub change_pct: f64,
-    pub ci_low_pct: f64,
-    pub ci_high_pct: f64,
-    pub p_value: f64,
-    pub p_adjusted: f64,
-    pub verdict: Verdict,
-    pub runs_needed: Option<usize>,
-    pub mann_whitney_p: Option<f64>,
-    /// Welch and Mann-Whitney disagree on significance.
-    pub disagreement: bool,
     pub cv_baseline: f64,
     pub cv_variant: f64,
     /// Indices (in run order) of runs flagged as outliers; never dropped.
@@ -40,6 +44,111 @@ pub struct ComparisonRow {
     /// Per-run values, in run order.
     pub values_baseline: Vec<f64>,
     pub values_variant: Vec<f64>,
+    /// Trend of the baseline over run order; see [`ComparisonRow::drift_note`].
+    pub drift: Option<Trend>,
+    #[serde(flatten)]
+    pub comparison: Comparison,
+}
+
+impl Deref for ComparisonRow {
+    type Target = Comparison;
+    fn deref(&self) -> &Comparison {
+        &self.comparison
+    }
+}
+
+impl ComparisonRow {
+    /// The drift warning `compare` and the report print under the table,
+    /// when the baseline drifted by more than the band (see [`Trend`]).
+    pub fn drift_note(&self) -> Option<String> {
+        let t = self.drift.as_ref().filter(|t| t.flagged)?;
+        Some(format!("{}/{}: {}", self.workload, self.metric, t.describe(&format!("baseline `{}`", self.baseline))))
+    }
+
+    /// Which rule decided, for `compare` and the report: e.g. "sequential
+    /// 5..20, look 8 of 16 at n = 12: boundary 99.2% CI for
+    /// regressed/improved, 96.0% for no-change (Hodges–Lehmann on logs)".
+    /// The boundary is the look's level before the false-coverage widening
+    /// of selected metrics (the row's own `ci_level`).
+    pub fn rule_note(&self) -> String {
+        let look = &self.decided_by.look;
+        format!(
+            "{}: boundary {:.1}% CI for regressed/improved, {:.1}% for no-change ({})",
+            self.decided_by.describe(),
+            (1.0 - 2.0 * look.efficacy_level) * 100.0,
+            (1.0 - 2.0 * look.equivalence_level) * 100.0,
+            method_name(self.method)
+        )
+    }
+}
+
+fn method_name(m: crate::stats::CompareMethod) -> &'static str {
+    use crate::stats::CompareMethod::*;
+    match m {
+        LogRank => "Hodges–Lehmann on logs",
+        LogWelch => "Welch on logs",
+        RawWelchDelta => "Welch on values",
+        Constant => "all runs equal",
+        InsufficientData => "too few runs",
+    }
+}
+
+/// The per-side figures a row shows, derived from the comparison's
+/// summaries in this one place.
+struct SideFigures;
+
+impl SideFigures {
+    fn row(b: &MetricSeries, v: &MetricSeries, comparison: Comparison, theta: f64) -> ComparisonRow {
+        let (bs, vs) = (&comparison.baseline, &comparison.variant);
+        ComparisonRow {
+            workload: b.workload.clone(),
+            metric: b.metric.clone(),
+            unit: b.unit.clone(),
+            baseline: b.variant.clone(),
+            variant: v.variant.clone(),
+            n_baseline: bs.n,
+            n_variant: vs.n,
+            mean_kind: bs.mean_kind,
+            mean_baseline: bs.mean,
+            mean_variant: vs.mean,
+            cv_baseline: bs.cv,
+            cv_variant: vs.cv,
+            outliers_baseline: bs.outliers.clone(),
+            outliers_variant: vs.outliers.clone(),
+            values_baseline: b.values.clone(),
+            values_variant: v.values.clone(),
+            drift: trend(&b.values, theta),
+            comparison,
+        }
+    }
+}
+
+/// The comparison settings of an experiment: its α and θ, and sequential
+/// looks when `repetitions = { min, max }`.
+pub fn compare_config(exp: &Experiment) -> CompareConfig {
+    let stopping = match exp.repetitions {
+        Repetitions::Fixed(_) => Stopping::Fixed,
+        Repetitions::Adaptive { min, max } => Stopping::adaptive(min as usize, max as usize),
+    };
+    CompareConfig { alpha: exp.alpha, theta: exp.theta, stopping, ..CompareConfig::default() }
+}
+
+/// The same from a stored experiment: `spec` is the `experiment` object of
+/// the stored plan (`plan_json["experiment"]`). Keys that are missing keep
+/// their defaults, so old stores still compare (as fixed-n).
+pub fn compare_config_from_spec(spec: &serde_json::Value) -> CompareConfig {
+    let mut cfg = CompareConfig::default();
+    if let Some(alpha) = spec["alpha"].as_f64() {
+        cfg.alpha = alpha;
+    }
+    if let Some(theta) = spec["theta"].as_f64() {
+        cfg.theta = theta;
+    }
+    let reps = &spec["repetitions"];
+    if let (Some(min), Some(max)) = (reps["min"].as_u64(), reps["max"].as_u64()) {
+        cfg.stopping = Stopping::adaptive(min as usize, max as usize);
+    }
+    cfg
 }
 
 /// Compare every non-baseline variant with `baseline`.
@@ -61,7 +170,7 @@ pub fn compare_series(series: &[MetricSeries], baseline: &str, cfg: &CompareConf
     for workload in &workloads {
         for variant in &variants {
             // Metrics present for both sides of this comparison.
-            let pairs: Vec<(&MetricSeries, &MetricSeries)> = series
+            let mut pairs: Vec<(&MetricSeries, &MetricSeries)> = series
                 .iter()
                 .filter(|s| s.workload == *workload && s.variant == baseline)
                 .filter_map(|b| {
@@ -72,48 +181,16 @@ pub fn compare_series(series: &[MetricSeries], baseline: &str, cfg: &CompareConf
                 })
                 .collect();
             // Sweep points in numeric order: filemix-1, filemix-8, filemix-16.
-            let mut pairs = pairs;
             pairs.sort_by_key(|(a, _)| natural_key(&a.metric));
             let items: Vec<(&[f64], &[f64], bool)> =
                 pairs.iter().map(|(b, v)| (b.values.as_slice(), v.values.as_slice(), b.higher_is_better)).collect();
             let comparisons = compare_family(&items, cfg);
             for ((b, v), c) in pairs.into_iter().zip(comparisons) {
-                rows.push(row(b, v, c));
+                rows.push(SideFigures::row(b, v, c, cfg.theta));
             }
         }
     }
     rows
-}
-
-fn row(b: &MetricSeries, v: &MetricSeries, c: Comparison) -> ComparisonRow {
-    ComparisonRow {
-        workload: b.workload.clone(),
-        metric: b.metric.clone(),
-        unit: b.unit.clone(),
-        higher_is_better: b.higher_is_better,
-        baseline: b.variant.clone(),
-        variant: v.variant.clone(),
-        n_baseline: c.baseline.n,
-        n_variant: c.variant.n,
-        mean_kind: c.baseline.mean_kind,
-        mean_baseline: c.baseline.mean,
-        mean_variant: c.variant.mean,
-        change_pct: c.change_pct,
-        ci_low_pct: c.ci_low_pct,
-        ci_high_pct: c.ci_high_pct,
-        p_value: c.p_value,
-        p_adjusted: c.p_adjusted,
-        verdict: c.verdict,
-        runs_needed: c.runs_needed,
-        mann_whitney_p: c.mann_whitney_p,
-        disagreement: c.disagreement,
-        cv_baseline: c.baseline.cv,
-        cv_variant: c.variant.cv,
-        outliers_baseline: c.baseline.outliers.clone(),
-        outliers_variant: c.variant.outliers.clone(),
-        values_baseline: b.values.clone(),
-        values_variant: v.values.clone(),
-    }
 }
 
 /// Sort key that orders embedded numbers by value (`x-8` before `x-16`).
@@ -142,9 +219,296 @@ pub fn all_decisive(rows: &[ComparisonRow], is_decisive: impl Fn(&str, &str) -> 
     rows.iter().filter(|r| is_decisive(&r.workload, &r.metric)).all(|r| r.verdict != Verdict::Inconclusive)
 }
 
+/// What adaptive repetition does after a round.
+#[derive(Debug, PartialEq)]
+pub enum AdaptiveStep {
+    /// Add a round; print these notes first.
+    Continue(Vec<String>),
+    /// Every decisive comparison is decided: stop, printing this.
+    Stop(String),
+}
+
+/// The sequential rule of `{ min, max }` after `rounds` rounds (fewer than
+/// max): the design may only stop at its planned looks (every round unless
+/// max − min ≥ 50, see [`SequentialDesign`]), and at a look it stops when no
+/// decisive metric ([`crate::workload::Kind::is_decisive`]) is inconclusive
+/// at that look's boundary. `series` is read only at a look. At the first
+/// look it also notes what `max` can resolve at the noise seen so far.
+pub fn adaptive_step(
+    exp: &Experiment,
+    cfg: &CompareConfig,
+    rounds: usize,
+    series: impl FnOnce() -> Result<Vec<MetricSeries>>,
+) -> Result<AdaptiveStep> {
+    let Some(look) = cfg.design().filter(|d| d.is_look(rounds)).map(|d| d.look_at(rounds)) else {
+        return Ok(AdaptiveStep::Continue(Vec::new()));
+    };
+    let rows = compare_series(&series()?, &exp.baseline, cfg);
+    let is_decisive = |label: &str, metric: &str| {
+        exp.workloads.iter().find(|w| w.label == label).is_none_or(|w| w.is_decisive(metric))
+    };
+    if all_decisive(&rows, is_decisive) {
+        return Ok(AdaptiveStep::Stop(format!(
+            "every comparison is decisive after {rounds} rounds (look {} of {})",
+            look.index, look.count
+        )));
+    }
+    let mut notes = Vec::new();
+    if look.index == 1 {
+        notes
+            .extend(reach_notes_from_rows(&rows, exp).into_iter().map(|l| format!("note: after {rounds} rounds, {l}")));
+    }
+    notes.push(format!(
+        "round {}: some comparisons are inconclusive at look {} of {}, adding a round",
+        rounds + 1,
+        look.index,
+        look.count
+    ));
+    Ok(AdaptiveStep::Continue(notes))
+}
+
+/// The noise of one metric, pooled over earlier comparable results.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct NoiseEstimate {
+    pub workload: String,
+    pub metric: String,
+    /// Pooled within-variant standard deviation of ln(run value) (≈ CV),
+    /// outlier runs left out.
+    pub sd_log: f64,
+    /// Runs it is estimated from.
+    pub runs: usize,
+    /// Stored experiments they came from.
+    pub experiments: Vec<i64>,
+}
+
+/// Noise of every positive-valued metric of `exp`'s workloads in earlier
+/// comparable results: experiments stored from the same file (same spec
+/// hash); failing those, experiments with an identically configured
+/// workload of the same label. Runs of every variant count (each variant's
+/// spread around its own mean).
+pub fn stored_noise(store: &Store, exp: &Experiment) -> Result<Vec<NoiseEstimate>> {
+    let mut same_file = Vec::new();
+    let mut same_workload: Vec<(i64, String)> = Vec::new();
+    let configs: Vec<(String, String, String)> = exp
+        .workloads
+        .iter()
+        .map(|w| (w.label.clone(), w.kind().to_string(), serde_json::to_string(w).unwrap_or_default()))
+        .collect();
+    for e in store.list_experiments()? {
+        let row = store.experiment(e.id)?;
+        if row.spec_hash == exp.spec_hash {
+            same_file.push(e.id);
+        } else {
+            for w in &row.workloads {
+                if configs.iter().any(|(l, k, c)| *l == w.label && *k == w.kind && *c == w.config_json) {
+                    same_workload.push((e.id, w.label.clone()));
+                }
+            }
+        }
+    }
+    let sources: Vec<(i64, Option<String>)> = if same_file.is_empty() {
+        same_workload.into_iter().map(|(id, l)| (id, Some(l))).collect()
+    } else {
+        same_file.into_iter().map(|id| (id, None)).collect()
+    };
+    // (workload, metric) -> (sum of squares, degrees of freedom, runs, experiments)
+    let mut acc: Vec<(String, String, f64, usize, usize, Vec<i64>)> = Vec::new();
+    for (id, only) in sources {
+        for s in store.metric_series(id)? {
+            if only.as_ref().is_some_and(|l| *l != s.workload) || s.values.iter().any(|&x| x.is_nan() || x <= 0.0) {
+                continue;
+            }
+            let flagged = outlier_indices(&s.values);
+            let logs: Vec<f64> =
+                s.values.iter().enumerate().filter(|(i, _)| !flagged.contains(i)).map(|(_, x)| x.ln()).collect();
+            if logs.len() < 2 {
+                continue;
+            }
+            let mean = logs.iter().sum::<f64>() / logs.len() as f64;
+            let ss: f64 = logs.iter().map(|x| (x - mean).powi(2)).sum();
+            let i = match acc.iter().position(|a| a.0 == s.workload && a.1 == s.metric) {
+                Some(i) => i,
+                None => {
+                    acc.push((s.workload.clone(), s.metric.clone(), 0.0, 0, 0, Vec::new()));
+                    acc.len() - 1
+                }
+            };
+            let a = &mut acc[i];
+            a.2 += ss;
+            a.3 += logs.len() - 1;
+            a.4 += logs.len();
+            if !a.5.contains(&id) {
+                a.5.push(id);
+            }
+        }
+    }
+    Ok(acc
+        .into_iter()
+        .filter(|a| a.3 > 0)
+        .map(|(workload, metric, ss, dof, runs, experiments)| NoiseEstimate {
+            workload,
+            metric,
+            sd_log: (ss / dof as f64).sqrt(),
+            runs,
+            experiments,
+        })
+        .collect())
+}
+
+/// What `fslab plan` says about one metric.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PlanLine {
+    pub workload: String,
+    pub metric: String,
+    /// Noise (sd of ln values ≈ CV) and the runs it came from.
+    pub sd_log: f64,
+    pub noise_runs: usize,
+    /// The change to detect, as a fraction.
+    pub detect: f64,
+    /// Runs per variant a fixed-n experiment needs for 80% power at `detect`.
+    pub runs_fixed: Option<usize>,
+    /// Probability that the file's design ends `regressed` at `detect`.
+    pub power_at_max: f64,
+    /// Smallest change the file's design detects with 80% power.
+    pub detectable_at_max: f64,
+    /// Runs per variant for an 80% chance of `no-change` when nothing changed.
+    pub no_change_runs: Option<usize>,
+    /// The file's `max` (repetitions per variant at most).
+    pub max: usize,
+}
+
+impl PlanLine {
+    /// Whether the file's max reaches the target power at `detect`.
+    pub fn reaches(&self, power: f64) -> bool {
+        self.power_at_max >= power
+    }
+
+    /// "at CV 10%, max = 20 can only detect ≥ 9.1% (θ = 2%)…", for `fslab
+    /// run`'s up-front note; `None` when the design resolves the band.
+    pub fn reach_warning(&self, theta: f64) -> Option<String> {
+        let no_change = self.no_change_runs.filter(|&n| n > self.max);
+        if self.detectable_at_max <= 2.0 * theta && no_change.is_none() {
+            return None;
+        }
+        let mut text = format!(
+            "{}/{}: at CV {:.1}%, max = {} can only detect ≥ {:.1}% (θ = {:.0}%)",
+            self.workload,
+            self.metric,
+            self.sd_log * 100.0,
+            self.max,
+            self.detectable_at_max * 100.0,
+            theta * 100.0
+        );
+        if let Some(n) = no_change {
+            text.push_str(&format!(
+                " and will rarely show no-change within ±{:.0}% (that needs about {n} runs per variant)",
+                theta * 100.0
+            ));
+        }
+        Some(text)
+    }
+}
+
+/// The plan for each decisive metric of `exp` with a noise estimate.
+pub fn plan(exp: &Experiment, noise: &[NoiseEstimate], detect: f64) -> Vec<PlanLine> {
+    let cfg = compare_config(exp);
+    let design = match cfg.design() {
+        Some(d) => d,
+        None => SequentialDesign::standard(exp.max_rounds(), exp.max_rounds(), cfg.alpha),
+    };
+    noise
+        .iter()
+        .filter(|n| exp.workloads.iter().find(|w| w.label == n.workload).is_some_and(|w| w.is_decisive(&n.metric)))
+        .map(|n| {
+            let line = PlanLine {
+                workload: n.workload.clone(),
+                metric: n.metric.clone(),
+                sd_log: n.sd_log,
+                noise_runs: n.runs,
+                detect,
+                runs_fixed: runs_to_detect(n.sd_log, detect.ln_1p(), cfg.theta, cfg.alpha, cfg.power),
+                power_at_max: design_power(&design, n.sd_log, detect.ln_1p(), cfg.theta),
+                detectable_at_max: detectable_change(&design, n.sd_log, cfg.theta, cfg.power),
+                no_change_runs: runs_to_show_no_change(n.sd_log, cfg.theta, cfg.alpha, cfg.power),
+                max: exp.max_rounds(),
+            };
+            if n.sd_log > 0.0 {
+                return line;
+            }
+            // No noise at all (a metric that repeats exactly): two runs
+            // settle anything beyond the band.
+            let beyond = detect > cfg.theta;
+            PlanLine {
+                runs_fixed: beyond.then_some(2),
+                power_at_max: if beyond { 1.0 } else { 0.0 },
+                detectable_at_max: cfg.theta,
+                no_change_runs: Some(2),
+                ..line
+            }
+        })
+        .collect()
+}
+
+/// The plan as a text table.
+pub fn render_plan(lines: &[PlanLine], power: f64) -> String {
+    let mut out = format!(
+        "{:<36} {:>6} {:>6} {:>12} {:>10} {:>12} {:>12}\n",
+        "workload/metric", "CV", "runs", "fixed runs", "power@max", "detects@max", "no-change@"
+    );
+    for l in lines {
+        out.push_str(&format!(
+            "{:<36} {:>5.1}% {:>6} {:>12} {:>9.0}% {:>11.1}% {:>12}{}\n",
+            format!("{}/{}", l.workload, l.metric),
+            l.sd_log * 100.0,
+            l.noise_runs,
+            l.runs_fixed.map_or("-".to_string(), |n| n.to_string()),
+            l.power_at_max * 100.0,
+            l.detectable_at_max * 100.0,
+            l.no_change_runs.map_or("-".to_string(), |n| n.to_string()),
+            if l.reaches(power) { "" } else { "  ← max too small" }
+        ));
+    }
+    out
+}
+
+/// The up-front note of `fslab run`: what `max` can resolve at the noise of
+/// earlier comparable results. Problems reading the store become a note,
+/// never an error (the run does not depend on it).
+/// Empty for fixed repetitions (nothing to decide up front).
+pub fn reach_notes(store: &Store, exp: &Experiment) -> Vec<String> {
+    if exp.max_rounds() <= exp.min_rounds() {
+        return Vec::new();
+    }
+    let lines = match stored_noise(store, exp) {
+        Ok(noise) => plan(exp, &noise, 2.0 * exp.theta).iter().filter_map(|l| l.reach_warning(exp.theta)).collect(),
+        Err(e) => vec![format!("could not read earlier results for planning: {e:#}")],
+    };
+    lines.into_iter().map(|l| format!("note: {l}")).collect()
+}
+
+/// The same note from the rows of the first look (the noise observed so far).
+pub fn reach_notes_from_rows(rows: &[ComparisonRow], exp: &Experiment) -> Vec<String> {
+    let mut noise: Vec<NoiseEstimate> = Vec::new();
+    for r in rows {
+        if noise.iter().any(|n| n.workload == r.workload && n.metric == r.metric) {
+            continue;
+        }
+        if let Some(sd) = noise_sd(&r.values_baseline, &r.values_variant) {
+            noise.push(NoiseEstimate {
+                workload: r.workload.clone(),
+                metric: r.metric.clone(),
+                sd_log: sd,
+                runs: r.n_baseline + r.n_variant,
+                experiments: Vec::new(),
+            });
+        }
+    }
+    plan(exp, &noise, 2.0 * exp.theta).iter().filter_map(|l| l.reach_warning(exp.theta)).collect()
+}
+
 #[cfg(test)]
 mod tests {
-    use super::natural_key;
+    use super::*;
 
     #[test]
     fn sweep_points_sort_by_number() {
@@ -154,5 +518,101 @@ mod tests {
             names,
             vec!["abc", "coldstart-2/p50_s", "coldstart-10/p50_s", "filemix-1", "filemix-8", "filemix-16"]
         );
+    }
+
+    #[test]
+    fn decisive_metrics_come_from_the_kind() {
+        let text = "name = \"d\"\n[[variant]]\nname = \"a\"\nfs = \"dir:/tmp\"\n\
+                    [[workload]]\nkind = \"command\"\ncommand = \"true\"\n\
+                    [[workload]]\nkind = \"fio\"\njob = { rw = \"read\", size = \"1M\" }\n";
+        let exp = crate::experiment::parse(text, None).unwrap();
+        let (command, fio) = (&exp.workloads[0], &exp.workloads[1]);
+        // Metrics the command reports itself decide; its CPU times do not.
+        assert!(command.is_decisive("wall_s") && command.is_decisive("score"));
+        assert!(!command.is_decisive("user_s") && !command.is_decisive("sys_s"));
+        assert!(fio.is_decisive("job/read/bw_kib_s") && fio.is_decisive("job/read/clat_p99_us"));
+        assert!(!fio.is_decisive("job/usr_cpu_pct") && !fio.is_decisive("job/sys_cpu_pct"));
+    }
+
+    fn series(variant: &str, values: &[f64]) -> MetricSeries {
+        MetricSeries {
+            workload: "w".into(),
+            metric: "t_s".into(),
+            unit: "s".into(),
+            higher_is_better: false,
+            variant: variant.into(),
+            values: values.to_vec(),
+        }
+    }
+
+    // #12 part 4: the row is the Comparison plus context. Every key of the
+    // serialized Comparison appears in the row with the same value.
+    #[test]
+    fn row_json_holds_every_comparison_field() {
+        let b = series("a", &[10.0, 10.2, 9.9, 10.1, 10.3, 10.0]);
+        let v = series("b", &[12.0, 12.3, 11.8, 12.1, 12.2, 12.4]);
+        let rows = compare_series(&[b, v], "a", &CompareConfig::default());
+        assert_eq!(rows.len(), 1);
+        let row = serde_json::to_value(&rows[0]).unwrap();
+        let comparison = serde_json::to_value(&rows[0].comparison).unwrap();
+        for (key, value) in comparison.as_object().unwrap() {
+            assert_eq!(row.get(key), Some(value), "row JSON lacks or changes `{key}`");
+        }
+        for key in ["workload", "metric", "unit", "baseline", "variant", "n_baseline", "mean_baseline", "drift"] {
+            assert!(row.get(key).is_some(), "{key}");
+        }
+        assert_eq!(row["baseline"], "a");
+        assert_eq!(rows[0].verdict, Verdict::Regressed);
+        assert_eq!(rows[0].n_baseline, rows[0].comparison.baseline.n);
+        assert!(rows[0].rule_note().starts_with("fixed n = 6: boundary 95.0% CI"), "{}", rows[0].rule_note());
+    }
+
+    #[test]
+    fn drift_note_appears_only_for_a_real_drift() {
+        let steady = series("a", &[10.0, 10.1, 9.9, 10.05, 9.95, 10.0, 10.1, 9.9, 10.0, 10.05]);
+        let drifting: Vec<f64> = (0..10).map(|i| 10.0 * (1.0 + 0.01 * i as f64)).collect();
+        let v = series("b", &[10.0, 10.1, 9.9, 10.05, 9.95, 10.0, 10.1, 9.9, 10.0, 10.05]);
+        let rows = compare_series(&[steady, v.clone()], "a", &CompareConfig::default());
+        assert_eq!(rows[0].drift_note(), None);
+        let rows = compare_series(&[series("a", &drifting), v], "a", &CompareConfig::default());
+        let note = rows[0].drift_note().expect("9% drift");
+        assert!(note.starts_with("w/t_s: baseline `a` drifts +0.96% per run (+9.0% over 10 runs"), "{note}");
+    }
+
+    #[test]
+    fn config_from_stored_spec() {
+        let spec = serde_json::json!({ "alpha": 0.01, "theta": 0.05, "repetitions": { "min": 5, "max": 20 } });
+        let cfg = compare_config_from_spec(&spec);
+        assert_eq!((cfg.alpha, cfg.theta, cfg.stopping), (0.01, 0.05, Stopping::Sequential { min: 5, max: 20 }));
+        let cfg = compare_config_from_spec(&serde_json::json!({ "repetitions": 5 }));
+        assert_eq!(cfg, CompareConfig::default());
+        assert_eq!(compare_config_from_spec(&serde_json::Value::Null), CompareConfig::default());
+    }
+
+    #[test]
+    fn plan_lines_and_warnings() {
+        let text = "name = \"p\"\nrepetitions = { min = 5, max = 20 }\n[[variant]]\nname = \"a\"\nfs = \"dir:/tmp\"\n\
+                    [[variant]]\nname = \"b\"\nfs = \"dir:/tmp\"\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n";
+        let exp = crate::experiment::parse(text, None).unwrap();
+        let noisy = NoiseEstimate {
+            workload: "command".into(),
+            metric: "wall_s".into(),
+            sd_log: 0.10,
+            runs: 40,
+            experiments: vec![1],
+        };
+        let side = NoiseEstimate { metric: "user_s".into(), ..noisy.clone() };
+        let lines = plan(&exp, &[noisy.clone(), side], 0.05);
+        // CPU side metrics are not planned for.
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        let l = &lines[0];
+        assert_eq!(l.runs_fixed, Some(196));
+        assert!(!l.reaches(0.8) && l.power_at_max < 0.3, "{l:?}");
+        let warning = l.reach_warning(0.02).unwrap();
+        assert!(warning.starts_with("command/wall_s: at CV 10.0%, max = 20 can only detect ≥ "), "{warning}");
+        assert!(warning.contains("rarely show no-change"), "{warning}");
+        let quiet = NoiseEstimate { sd_log: 0.003, ..noisy };
+        assert_eq!(plan(&exp, &[quiet], 0.05)[0].reach_warning(0.02), None);
+        assert!(render_plan(&lines, 0.8).contains("max too small"));
     }
 }

@@ -11,8 +11,10 @@ mod inspect;
 mod iostat;
 mod maintenance;
 mod merge;
+mod plan;
 mod report;
 mod run;
+mod simulate;
 
 use std::process::ExitCode;
 
@@ -108,6 +110,11 @@ enum Command {
     BisectOptions(bisect::BisectArgs),
     /// Find the first commit of a source tree that brought a regression (git bisect with a statistical oracle).
     BisectCommits(bisect_commits::BisectCommitsArgs),
+    /// Runs per variant needed to detect a change, from the noise of earlier results (or a pilot).
+    Plan(plan::PlanArgs),
+    /// Simulate the verdict rules and print their error rates (the evidence behind the statistics docs).
+    #[command(hide = true)]
+    Simulate(simulate::SimulateArgs),
     /// Measure change-point detection and CI-gate error rates on synthetic series.
     #[command(hide = true)]
     SimulateChangepoints(changepoints::SimulateArgs),
@@ -133,6 +140,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Iostat(args) => iostat::iostat(args),
         Command::BisectOptions(args) => bisect::bisect(args),
         Command::BisectCommits(args) => bisect_commits::bisect_commits_cmd(args),
+        Command::Plan(args) => plan::plan_cmd(args),
+        Command::Simulate(args) => simulate::simulate(args),
         Command::SimulateChangepoints(args) => changepoints::simulate(args),
         Command::Guest(command) => guest::dispatch(command),
     }

@@ -4,10 +4,9 @@
 use anyhow::{ensure, Result};
 
 use super::summary::Headline;
-use crate::analysis::{compare_series, ComparisonRow};
+use crate::analysis::{compare_config_from_spec, compare_series, ComparisonRow};
 use crate::experiment::WorkloadConfig;
 use crate::monitor::MonitorData;
-use crate::stats::CompareConfig;
 use crate::store::{ExperimentRow, MetricSeries, Store, StoredRun};
 
 /// The verdict rows of one experiment, with the settings that produced them.
@@ -89,11 +88,9 @@ fn comparison_of(
         }
         None => spec["baseline"].as_str().map(str::to_string).or_else(|| variants.first().cloned()).unwrap_or_default(),
     };
-    let mut cfg = CompareConfig::default();
-    if let Some(alpha) = spec["alpha"].as_f64() {
-        cfg.alpha = alpha;
-    }
-    cfg.theta = theta.or_else(|| spec["theta"].as_f64()).unwrap_or(cfg.theta);
+    // α, θ and the sequential design of `{ min, max }` as the experiment ran.
+    let mut cfg = compare_config_from_spec(spec);
+    cfg.theta = theta.unwrap_or(cfg.theta);
     let rows = compare_series(&store.metric_series(id)?, &baseline, &cfg);
     let decisive = decisive_metrics(experiment, &rows);
     Ok(ComparisonData { baseline, theta: cfg.theta, alpha: cfg.alpha, variants, rows, decisive })

@@ -109,6 +109,11 @@ pub struct Headline {
     pub runs_total: usize,
     pub runs_failed: usize,
     pub failures: Vec<FailureGroup>,
+    /// Which rule decided the decisive rows (fixed n or sequential, the
+    /// look and its interval levels), each distinct description once.
+    pub rules: Vec<String>,
+    /// Baselines that drifted over run order by more than the band.
+    pub drift: Vec<String>,
 }
 
 impl Headline {
@@ -136,7 +141,18 @@ impl Headline {
             }
         }
         let runs_failed = failures.iter().map(|g| g.runs.len()).sum();
-        Headline { decisive, side, runs_total, runs_failed, failures }
+        let (mut rules, mut drift) = (Vec::new(), Vec::new());
+        for r in &c.rows {
+            let rule = r.rule_note();
+            if c.is_decisive(r) && !rules.contains(&rule) {
+                rules.push(rule);
+            }
+            // One line per baseline series, not per variant compared with it.
+            if let Some(note) = r.drift_note().filter(|n| !drift.contains(n)) {
+                drift.push(note);
+            }
+        }
+        Headline { decisive, side, runs_total, runs_failed, failures, rules, drift }
     }
 
     /// The headline as plain sentences, most important first.
@@ -150,6 +166,12 @@ impl Headline {
             }
             if self.side.total() > 0 {
                 lines.push(format!("Side metrics (they do not decide a workload): {}.", self.side.counts_text()));
+            }
+            for rule in &self.rules {
+                lines.push(format!("Rule: {rule}."));
+            }
+            for drift in &self.drift {
+                lines.push(format!("Drift: {drift}."));
             }
         }
         if self.runs_failed > 0 {
@@ -209,6 +231,12 @@ pub fn notes(r: &ComparisonRow) -> Vec<String> {
     notes
 }
 
+/// `95%`, or `99.2%` at an early sequential look or after the
+/// false-coverage-rate adjustment: the level the verdict used.
+pub fn ci_level(r: &ComparisonRow) -> String {
+    human::percent(r.ci_level * 100.0)
+}
+
 /// How a column's cells are shown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Cell {
@@ -238,10 +266,10 @@ pub const VERDICT_COLUMNS: &[Column] = &[
     Column { header: "variant mean", cell: Cell::Number, compact: true, value: |r| human::number(r.mean_variant) },
     Column { header: "change", cell: Cell::Number, compact: true, value: |r| human::change_pct(r.change_pct) },
     Column {
-        header: "95% CI",
+        header: "CI",
         cell: Cell::Number,
         compact: true,
-        value: |r| human::ci_pct(r.ci_low_pct, r.ci_high_pct),
+        value: |r| format!("{} {}", ci_level(r), human::ci_pct(r.ci_low_pct, r.ci_high_pct)),
     },
     Column { header: "p", cell: Cell::Number, compact: false, value: |r| human::p_value(r.p_value) },
     Column { header: "p (BH)", cell: Cell::Number, compact: true, value: |r| human::p_value(r.p_adjusted) },
@@ -290,6 +318,43 @@ mod tests {
             tally(0, 1, 2, &[5, 5]).counts_text(),
             "1 no change, 2 inconclusive (about 5 runs per variant would decide them)"
         );
+    }
+
+    /// The headline says which rule decided and which baseline drifted,
+    /// once per baseline series however many variants are compared with it.
+    #[test]
+    fn headline_names_the_rule_and_the_drift() {
+        use crate::analysis::compare_series;
+        use crate::stats::{CompareConfig, Stopping};
+        use crate::store::MetricSeries;
+        let series = |variant: &str, values: Vec<f64>| MetricSeries {
+            workload: "w".into(),
+            metric: "t_s".into(),
+            unit: "s".into(),
+            higher_is_better: false,
+            variant: variant.into(),
+            values,
+        };
+        let drifting: Vec<f64> = (0..10).map(|i| 10.0 * (1.0 + 0.01 * i as f64)).collect();
+        let steady = vec![10.0, 10.1, 9.9, 10.05, 9.95, 10.0, 10.1, 9.9, 10.0, 10.05];
+        let cfg = CompareConfig { stopping: Stopping::adaptive(5, 20), ..CompareConfig::default() };
+        let rows =
+            compare_series(&[series("a", drifting), series("b", steady.clone()), series("c", steady)], "a", &cfg);
+        let c = ComparisonData {
+            baseline: "a".into(),
+            theta: cfg.theta,
+            alpha: cfg.alpha,
+            variants: vec!["a".into(), "b".into(), "c".into()],
+            rows,
+            decisive: Vec::new(),
+        };
+        let lines = Headline::new(&c, std::iter::empty()).lines();
+        let rules: Vec<&String> = lines.iter().filter(|l| l.starts_with("Rule: ")).collect();
+        assert_eq!(rules.len(), 1, "{lines:?}");
+        assert!(rules[0].starts_with("Rule: sequential 5..20, look 6 of 16 at n = 10: boundary "), "{lines:?}");
+        let drift: Vec<&String> = lines.iter().filter(|l| l.starts_with("Drift: ")).collect();
+        assert_eq!(drift.len(), 1, "{lines:?}");
+        assert!(drift[0].contains("baseline `a` drifts +0.96% per run"), "{lines:?}");
     }
 
     #[test]

@@ -122,12 +122,13 @@ fn comparison_table(report: &CompareReport) -> Result<String> {
         notes.extend(report.places.marks(&r.baseline, &r.variant));
         writeln!(
             out,
-            "{} vs {}: {}/{} {} [95% CI {}, {}] {} n={}+{} cv={}/{} → {}{}",
+            "{} vs {}: {}/{} {} [{} CI {}, {}] {} n={}+{} cv={}/{} → {}{}",
             r.variant,
             r.baseline,
             r.workload,
             r.metric,
             human::change_pct(r.change_pct),
+            super::summary::ci_level(r),
             human::change_pct(r.ci_low_pct),
             human::change_pct(r.ci_high_pct),
             human::p_equation(r.p_adjusted),

@@ -16,11 +16,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
-use crate::analysis::{all_decisive, compare_series};
+use crate::analysis::{adaptive_step, compare_config, reach_notes, AdaptiveStep};
 use crate::experiment::{Experiment, PlannedRun};
 use crate::inspect::environment;
 use crate::record::RunStatus;
-use crate::stats::CompareConfig;
 use crate::store::{NewExperiment, Store, VariantRow, WorkloadRow};
 use crate::sys::signals;
 use crate::testbed::DeviceOptIn;
@@ -120,7 +119,9 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     let done: HashSet<usize> =
         store.runs(experiment_id)?.into_iter().filter(|r| r.status == RunStatus::Ok).map(|r| r.seq).collect();
 
-    let cfg = CompareConfig { alpha: exp.alpha, theta: exp.theta, ..CompareConfig::default() };
+    // `{ min, max }` is a group-sequential design (analysis::adaptive_step).
+    let cfg = compare_config(exp);
+    reach_notes(store, exp).iter().for_each(|line| observer.message(line));
     let mut summary =
         RunSummary { experiment_id, runs_ok: 0, runs_failed: 0, runs_skipped: 0, rounds: 0, interrupted: false };
     observer.start(fleet::runs_in(exp, shard, 0, exp.min_rounds()), fleet::runs_in(exp, shard, 0, exp.max_rounds()));
@@ -160,16 +161,14 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         if next_round >= exp.max_rounds() {
             break;
         }
-        let rows = compare_series(&fleet::deciding_series(store, experiment_id)?, &exp.baseline, &cfg);
-        let is_decisive = |label: &str, metric: &str| {
-            exp.workloads.iter().find(|w| w.label == label).is_none_or(|w| w.is_decisive(metric))
-        };
-        if all_decisive(&rows, is_decisive) {
-            observer.message(&format!("every comparison is decisive after {next_round} rounds"));
-            break;
+        match adaptive_step(exp, &cfg, next_round, || fleet::deciding_series(store, experiment_id))? {
+            AdaptiveStep::Stop(line) => {
+                observer.message(&line);
+                break;
+            }
+            AdaptiveStep::Continue(lines) => lines.iter().for_each(|line| observer.message(line)),
         }
         let Some(rounds) = fleet::next_rounds(exp, shard, next_round) else { break };
-        observer.message(&format!("round {}: some comparisons are inconclusive, adding a round", next_round + rounds));
         (first, count) = (next_round, rounds);
         observer.extend(fleet::runs_in(exp, shard, first, count));
     }

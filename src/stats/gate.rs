@@ -153,6 +153,8 @@ pub struct HistoryEvidence {
 /// What a decision rests on.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "against", rename_all = "kebab-case")]
+// One per gate decision, never in bulk: the size of `Comparison` does not matter.
+#[allow(clippy::large_enum_variant)]
 pub enum Evidence {
     History(HistoryEvidence),
     Experiment(Comparison),

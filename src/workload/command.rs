@@ -2,7 +2,9 @@
 //!
 //! This is the one place fslab hands a user string to a shell, by design.
 //! Keys: `command` (required), `prepare` and `cleanup` (unmeasured, before
-//! and after the measured command). Metrics: `wall_s`, `user_s`, `sys_s`.
+//! and after the measured command). Metrics: `wall_s`, `user_s`, `sys_s`,
+//! plus any `fslab-metric NAME VALUE UNIT higher|lower` line the command
+//! prints on stdout (see [`super::reported`]).
 
 use std::ops::Range;
 
@@ -34,7 +36,8 @@ pub struct CommandParams {
 impl Kind for CommandParams {
     const NAME: &'static str = "command";
     const ABOUT: &'static str = "your shell command (`prepare`, `cleanup` optional)";
-    const METRICS: &'static str = "`wall_s`, `user_s`, `sys_s`";
+    const METRICS: &'static str =
+        "`wall_s`, `user_s`, `sys_s`, and `fslab-metric NAME VALUE UNIT higher|lower` stdout lines";
     type Keys = CommandKeys;
 
     fn resolve(keys: CommandKeys, src: &Source, at: Range<usize>) -> Result<Self> {
@@ -51,9 +54,10 @@ impl Kind for CommandParams {
         })
     }
 
-    /// CPU times are side metrics.
+    /// CPU times are side metrics; `wall_s` and every metric the command
+    /// reports itself (`fslab-metric` lines) decide.
     fn is_decisive(&self, metric: &str) -> bool {
-        metric == "wall_s"
+        metric != "user_s" && metric != "sys_s"
     }
 
     fn build(&self, _env: &BuildEnv) -> Box<dyn Workload> {
@@ -80,11 +84,15 @@ impl Workload for Command {
 
     fn run(&mut self, ctx: &RunContext) -> Result<Vec<Metric>> {
         let outcome = ctx.execute(ctx.shell(&self.params.command), "command")?;
-        Ok(vec![
+        let mut metrics = vec![
             Metric::lower("wall_s", "s", outcome.wall_s),
             Metric::lower("user_s", "s", outcome.user_s),
             Metric::lower("sys_s", "s", outcome.sys_s),
-        ])
+        ];
+        // `fslab-metric NAME VALUE UNIT higher|lower` lines the command printed.
+        let truncated = outcome.stdout_tail.len() >= super::process::TAIL_BYTES;
+        metrics.extend(super::reported::parse(&outcome.stdout_tail, truncated, &["wall_s", "user_s", "sys_s"])?);
+        Ok(metrics)
     }
 
     fn cleanup(&mut self, ctx: &RunContext) -> Result<()> {

@@ -22,6 +22,7 @@ pub mod fsync_latency;
 pub mod listing;
 pub mod metadata;
 pub mod process;
+pub mod reported;
 pub mod shell1;
 pub mod untar;
 

@@ -25,5 +25,6 @@ mod safety;
 mod spec;
 mod store_cli;
 mod testbed;
+mod verdicts;
 mod vm;
 mod workloads;

@@ -13,7 +13,7 @@ use crate::human;
 use crate::record::RunStatus;
 use crate::report::data::{mean_ci, sweep_point, ReportData, RunData};
 use crate::report::describe::{json_text, VARIANT_ROWS};
-use crate::report::summary::{notes, run_number, Cell, VERDICT_COLUMNS};
+use crate::report::summary::{ci_level, notes, run_number, Cell, VERDICT_COLUMNS};
 use crate::report::svg::{color, dot_plot, esc, line_chart, DotGroup, Line};
 
 /// `(workload, metric, unit, higher_is_better)` of a stored series.
@@ -97,7 +97,7 @@ pub fn answer(d: &ReportData, out: &mut String) {
         let rows: Vec<_> = c.rows.iter().filter(|r| r.workload == w && c.is_decisive(r)).collect();
         let _ = write!(
             out,
-            "<h3>{}</h3><div class=\"answer\"><table class=\"answer\"><tr><th>variant</th><th>metric</th><th>change</th><th>95% CI</th><th>verdict</th></tr>",
+            "<h3>{}</h3><div class=\"answer\"><table class=\"answer\"><tr><th>variant</th><th>metric</th><th>change</th><th>CI</th><th>verdict</th></tr>",
             esc(w)
         );
         for r in &rows {
@@ -105,12 +105,13 @@ pub fn answer(d: &ReportData, out: &mut String) {
             let notes = notes(r);
             let _ = write!(
                 out,
-                "<tr><td>{}</td><td>{} ({}, {})</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td><span class=\"verdict v-{v}\">{v}</span>{}</td></tr>",
+                "<tr><td>{}</td><td>{} ({}, {})</td><td class=\"num\">{}</td><td class=\"num\">{} {}</td><td><span class=\"verdict v-{v}\">{v}</span>{}</td></tr>",
                 esc(&r.variant),
                 esc(&r.metric),
                 esc(&r.unit),
                 better(r.higher_is_better),
                 human::change_pct(r.change_pct),
+                ci_level(r),
                 human::ci_pct(r.ci_low_pct, r.ci_high_pct),
                 if notes.is_empty() { String::new() } else { format!(" <span class=\"muted\">{}</span>", esc(&notes.join("; "))) }
             );

@@ -1,0 +1,124 @@
+//! `fslab plan`: how many runs an experiment needs, from the noise of
+//! earlier comparable results in the store (or a short pilot run).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+
+use super::DbArg;
+use fslab::analysis::{compare_config, plan, render_plan, stored_noise};
+use fslab::exit;
+use fslab::experiment::{self, Repetitions};
+use fslab::output;
+use fslab::runner::{self, progress::Console, RunOptions};
+use fslab::store::Store;
+
+#[derive(Args, Debug)]
+#[command(after_help = exit::HELP)]
+pub struct PlanArgs {
+    /// Experiment file (TOML).
+    file: PathBuf,
+    #[command(flatten)]
+    db: DbArg,
+    /// The change to detect with 80% power, in percent (`5%` or `5`).
+    #[arg(long, default_value = "5%", value_parser = parse_percent)]
+    detect: f64,
+    /// When the store has no comparable results, run this many rounds of
+    /// the file first and plan from their noise (stored like any run).
+    #[arg(long, value_name = "ROUNDS")]
+    pilot: Option<u32>,
+    /// Print the plan as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `5%`, `5` or `0.5%` → a fraction (0.05, 0.05, 0.005).
+fn parse_percent(text: &str) -> Result<f64, String> {
+    let number = text.trim().trim_end_matches('%').trim();
+    match number.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 && v < 1000.0 => Ok(v / 100.0),
+        _ => Err(format!("`{text}` is not a percentage like 5%")),
+    }
+}
+
+pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
+    let exp = experiment::load(&args.file).map_err(exit::usage)?;
+    // A pilot stores its runs, so only then may the store be created.
+    let mut store = match args.pilot {
+        Some(_) => Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db))?,
+        None => {
+            args.db.open_existing().context("no earlier results to plan from: run the file once, or use --pilot 3")?
+        }
+    };
+    let mut noise = stored_noise(&store, &exp)?;
+    if noise.is_empty() {
+        let Some(rounds) = args.pilot else {
+            bail!(
+                "{} holds no earlier results of {} or of its workloads to take the noise from; \
+                 run it once (or use --pilot 3) and plan again",
+                args.db.db,
+                args.file.display()
+            );
+        };
+        if rounds < 2 {
+            return Err(exit::usage(anyhow!("--pilot needs at least 2 rounds to see any noise")));
+        }
+        let mut pilot = exp.clone();
+        pilot.repetitions = Repetitions::Fixed(rounds);
+        runner::check_privileges(&pilot)?;
+        fslab::sys::signals::install()?;
+        output::diagnostic(&format!("pilot: {rounds} rounds of {}", args.file.display()));
+        let summary = runner::run(&pilot, &mut store, &RunOptions::default(), &mut Console::new())?;
+        if summary.interrupted {
+            bail!("pilot interrupted (experiment {}); its finished runs are in the store", summary.experiment_id);
+        }
+        noise = stored_noise(&store, &exp)?;
+    }
+    let cfg = compare_config(&exp);
+    let lines = plan(&exp, &noise, args.detect);
+    if args.json {
+        output::print(&format!("{}\n", serde_json::to_string_pretty(&lines)?))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let reps = match exp.repetitions {
+        Repetitions::Fixed(n) => format!("repetitions = {n}"),
+        Repetitions::Adaptive { min, max } => format!("repetitions = {{ min = {min}, max = {max} }}"),
+    };
+    let mut text = format!(
+        "plan for `{}` ({reps}, θ = {}%, α = {}), to detect {}% with {:.0}% power; noise from {} earlier experiment(s):\n\n",
+        exp.name,
+        exp.theta * 100.0,
+        exp.alpha,
+        args.detect * 100.0,
+        cfg.power * 100.0,
+        noise.iter().flat_map(|n| n.experiments.iter()).collect::<std::collections::BTreeSet<_>>().len()
+    );
+    text.push_str(&render_plan(&lines, cfg.power));
+    text.push_str(&format!(
+        "\nfixed runs: runs per variant a fixed-n experiment needs; power@max: chance this file's design ends \
+         `regressed` at that change; detects@max: smallest change it finds with {:.0}% power; no-change@: runs \
+         per variant for an {:.0}% chance of `no-change` when nothing changed.",
+        cfg.power * 100.0,
+        cfg.power * 100.0
+    ));
+    for line in lines.iter().filter_map(|l| l.reach_warning(exp.theta)) {
+        text.push_str(&format!("warning: {line}\n"));
+    }
+    output::print(&text)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_percent;
+
+    #[test]
+    fn percentages() {
+        assert_eq!(parse_percent("5%"), Ok(0.05));
+        assert_eq!(parse_percent("5"), Ok(0.05));
+        assert_eq!(parse_percent(" 0.5 % "), Ok(0.005));
+        assert!(parse_percent("abc").is_err() && parse_percent("-1%").is_err() && parse_percent("0").is_err());
+    }
+}
