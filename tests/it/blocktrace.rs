@@ -253,7 +253,7 @@ fn runner_stores_blocktrace_and_fs_snapshots_as_extras() {
     assert_eq!(runs.len(), 1);
     let extras = store.run_extras(runs[0].id).unwrap();
     let kinds: Vec<&str> = extras.iter().map(|(k, _)| k.as_str()).collect();
-    assert_eq!(kinds, ["blocktrace", "fs_before", "fs_after", "fs_delta"], "{extras:?}");
+    assert_eq!(kinds, ["blocktrace", "fs_before", "fs_after", "fs_delta", "place"], "{extras:?}");
     let bt: fslab::monitor::blocktrace::BlockTraceSummary = serde_json::from_value(extras[0].1.clone()).unwrap();
     assert!(bt.enabled, "{bt:?}");
     assert!(bt.write.requests >= 64, "{bt:?}");
