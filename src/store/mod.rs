@@ -401,7 +401,7 @@ impl Store {
     /// lock on the experiment row ([`lock_experiment`]). SERIALIZABLE would
     /// also be correct, but its predicate locks make writers of *different*
     /// runs of one experiment abort each other (86 retries in 300 runs with
-    /// four writers, notes/store.md), for nothing the unique keys do not
+    /// four writers, BENCHMARKS.md), for nothing the unique keys do not
     /// already guarantee.
     fn write<T>(&mut self, mut f: impl FnMut(&mut dyn Sql) -> Result<T>) -> Result<T> {
         let loc = self.location();

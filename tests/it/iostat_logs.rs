@@ -476,7 +476,7 @@ fn peak_rss_mib(args: &[&std::ffi::OsStr]) -> f64 {
 /// `compare` and `report` of an 8 MB log (≈ 8,000 reports) stay far below
 /// what holding its rows would take (the old parser held ≈ 29 bytes of RSS
 /// per byte of log: ~230 MB here). Throughput and the 1 GB figures are
-/// measured outside the tests (notes/inspect.md).
+/// measured outside the tests (BENCHMARKS.md).
 #[test]
 fn iostat_commands_stay_in_bounded_memory() {
     let dir = tempfile::tempdir().unwrap();

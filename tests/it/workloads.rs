@@ -270,7 +270,7 @@ fn unixbench_looper_lpm(dir: &Path, seconds: f64, per_loop: u32) -> f64 {
 /// the CPUs converge in rate whatever they cost (the old single-shell loop
 /// also passed then), so the process structure is what the suite checks
 /// (`shell1_has_unixbench_s_process_structure`) and the rate is measured on a
-/// quiet machine against UnixBench's real `looper` (notes/inspect.md).
+/// quiet machine against UnixBench's real `looper` (BENCHMARKS.md).
 /// Run: `cargo test --test it shell1_scores -- --ignored --nocapture`.
 #[test]
 #[ignore = "benchmark: needs a quiet machine"]

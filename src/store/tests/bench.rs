@@ -1,4 +1,4 @@
-//! The store benchmark (notes/store.md): not a test, ignored by default.
+//! The store benchmark (BENCHMARKS.md): not a test, ignored by default.
 //!
 //! ```text
 //! FSLAB_BENCH_POSTGRES=postgresql://postgres@127.0.0.1:PORT/postgres \
@@ -222,7 +222,7 @@ fn compare_bench() {
     }
 }
 
-/// `fslab compare` end to end over a campaign (notes/fleet.md): 4 shards
+/// `fslab compare` end to end over a campaign (BENCHMARKS.md): 4 shards
 /// on 4 machines, blocks of both variants dealt round-robin as `--shard`
 /// deals them, `total` runs. Times the binary `FSLAB_BENCH_BIN` (default
 /// target/release/fslab) and, in process, the per-machine comparison
