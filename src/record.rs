@@ -74,6 +74,11 @@ pub struct RunRecord {
     pub place: Option<RunPlace>,
 }
 
+/// Experiment environment key: per variant, where it runs and its kernel
+/// (release, source, config text, doctor findings); written by
+/// `runner::place`, read by the reports and `kconfig diff`.
+pub const KERNELS_KEY: &str = "kernels";
+
 /// Where a run happened. Runs in different places (host against VM, KVM
 /// against emulation, different VM sizes) differ in timing wholesale, so
 /// comparisons between them are marked.
@@ -104,14 +109,7 @@ pub struct RunPlace {
 impl RunPlace {
     /// The running host.
     pub fn host() -> RunPlace {
-        RunPlace {
-            kind: "host".to_string(),
-            kernel_release: std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
-            ..RunPlace::default()
-        }
+        RunPlace { kind: "host".to_string(), kernel_release: crate::sys::kernel_release(), ..RunPlace::default() }
     }
 
     /// What makes timings of two places incomparable (the kernel itself is

@@ -138,7 +138,7 @@ fn stored_configs(db: &super::DbArg, id: i64, variants: &[String]) -> Result<(Ke
     let store = db.open_existing()?;
     let experiment = store.experiment(id)?;
     let environment: serde_json::Value = serde_json::from_str(&experiment.environment_json).unwrap_or_default();
-    let kernels = &environment[fslab::runner::KERNELS_KEY];
+    let kernels = &environment[fslab::record::KERNELS_KEY];
     let config = |name: &str| -> Result<KernelConfig> {
         let entry = &kernels[name];
         if entry.is_null() {

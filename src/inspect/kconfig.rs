@@ -128,25 +128,29 @@ impl KernelConfig {
         Ok(KernelConfig { source: source.to_string(), options })
     }
 
-    /// Read a config file; gzip-compressed files (`/proc/config.gz`,
+    /// The text of a config file; gzip-compressed files (`/proc/config.gz`,
     /// `config.gz`) are recognised by their magic bytes.
-    pub fn from_file(path: &Path) -> Result<Self> {
+    pub fn read_text(path: &Path) -> Result<String> {
         let bytes = std::fs::read(path).with_context(|| format!("reading kernel config {}", path.display()))?;
-        let text = if bytes.starts_with(&[0x1f, 0x8b]) {
+        if bytes.starts_with(&[0x1f, 0x8b]) {
             let mut out = String::new();
             flate2::read::MultiGzDecoder::new(&bytes[..])
                 .read_to_string(&mut out)
                 .with_context(|| format!("decompressing kernel config {}", path.display()))?;
-            out
-        } else {
-            String::from_utf8(bytes).map_err(|e| {
-                anyhow::anyhow!(
-                    "{}: not UTF-8 text (byte offset {}); is this a kernel config?",
-                    path.display(),
-                    e.utf8_error().valid_up_to()
-                )
-            })?
-        };
+            return Ok(out);
+        }
+        String::from_utf8(bytes).map_err(|e| {
+            anyhow::anyhow!(
+                "{}: not UTF-8 text (byte offset {}); is this a kernel config?",
+                path.display(),
+                e.utf8_error().valid_up_to()
+            )
+        })
+    }
+
+    /// Read and parse a config file (see [`KernelConfig::read_text`]).
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = Self::read_text(path)?;
         let cfg = Self::parse(&text, &path.display().to_string())?;
         // An empty or comment-only file parses, but is no config: diffing
         // it would call every option of the other side "added".
@@ -163,8 +167,7 @@ impl KernelConfig {
     /// The running kernel's config: `/proc/config.gz`, else
     /// `/boot/config-$(uname -r)`.
     pub fn load_running() -> Result<Self> {
-        let release =
-            std::fs::read_to_string("/proc/sys/kernel/osrelease").map(|s| s.trim().to_string()).unwrap_or_default();
+        let release = crate::sys::kernel_release();
         let path = super::environment::kernel_config_path(&release).ok_or_else(|| {
             anyhow::anyhow!(
                 "no kernel config found: /proc/config.gz is missing (CONFIG_IKCONFIG_PROC) and so is /boot/config-{release}"

@@ -115,13 +115,12 @@ pub fn render_markdown(d: &ReportData) -> String {
         for line in d.places.lines() {
             let _ = writeln!(out, "- {}", md_esc(&line));
         }
-        for v in c.variants.iter().filter(|v| **v != c.baseline) {
-            for m in d.places.marks(&c.baseline, v) {
-                let _ = writeln!(out, "- **{} vs {}: {}**", md_esc(v), md_esc(&c.baseline), md_esc(&m));
-            }
-            for line in d.places.finding_differences(&c.baseline, v) {
-                let _ = writeln!(out, "- doctor: {}", md_esc(&line));
-            }
+        let notes = d.places.comparison_notes(&c.baseline, &c.variants);
+        for m in notes.marks {
+            let _ = writeln!(out, "- **{}**", md_esc(&m));
+        }
+        for line in notes.doctor {
+            let _ = writeln!(out, "- doctor: {}", md_esc(&line));
         }
         out.push('\n');
     }

@@ -11,6 +11,13 @@ use serde::Serialize;
 use crate::record::RunPlace;
 use crate::store::Store;
 
+/// What [`Places::comparison_notes`] found.
+#[derive(Debug, Default)]
+pub struct ComparisonNotes {
+    pub marks: Vec<String>,
+    pub doctor: Vec<String>,
+}
+
 /// The places of one experiment's variants.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct Places {
@@ -28,7 +35,7 @@ impl Places {
         for (variant, place) in store.variant_places(experiment_id)? {
             variants.entry(variant).or_default().push(place);
         }
-        Ok(Places { variants, kernels: environment[crate::runner::KERNELS_KEY].clone() })
+        Ok(Places { variants, kernels: environment[crate::record::KERNELS_KEY].clone() })
     }
 
     /// Did every run happen on the host (nothing worth a line)?
@@ -116,6 +123,22 @@ impl Places {
         [baseline, variant].iter().filter_map(|v| self.variants.get(*v)).flatten().any(RunPlace::is_emulated)
     }
 
+    /// For every variant compared with `baseline`: its place marks
+    /// (`6.12 vs 6.1: different places: …`) and the doctor findings its
+    /// kernel config has that the baseline's has not (or the reverse).
+    pub fn comparison_notes(&self, baseline: &str, variants: &[String]) -> ComparisonNotes {
+        let mut notes = ComparisonNotes::default();
+        for v in variants.iter().filter(|v| *v != baseline) {
+            notes.marks.extend(self.marks(baseline, v).into_iter().map(|m| format!("{v} vs {baseline}: {m}")));
+            for line in self.finding_differences(baseline, v) {
+                if !notes.doctor.contains(&line) {
+                    notes.doctor.push(line);
+                }
+            }
+        }
+        notes
+    }
+
     /// The marks of the comparison of `variant` against `baseline`.
     pub fn marks(&self, baseline: &str, variant: &str) -> Vec<String> {
         let mut out = Vec::new();
@@ -163,6 +186,27 @@ mod tests {
         let e = p.marks("a", "e");
         assert_eq!(e.len(), 2, "{e:?}");
         assert!(e[1].contains("emulated"));
+        let notes = p.comparison_notes("a", &["a".into(), "b".into(), "e".into()]);
+        assert_eq!(notes.marks.len(), 2, "{notes:?}");
+        assert!(notes.marks[0].starts_with("e vs a: different places"), "{notes:?}");
         assert!(!p.all_host());
+    }
+
+    #[test]
+    fn doctor_findings_that_differ_between_kernels_are_named_once() {
+        let finding = |id: &str| serde_json::json!({ "id": id, "title": "t", "severity": "high" });
+        let p = Places {
+            kernels: serde_json::json!({
+                "6.12": { "findings": [finding("common")] },
+                "6.12-rt": { "findings": [finding("common"), finding("preempt-rt")] },
+                "6.1": { "findings": [] },
+            }),
+            ..Places::default()
+        };
+        assert_eq!(p.finding_differences("6.12", "6.12-rt"), vec!["6.12-rt has [high] preempt-rt: t".to_string()]);
+        assert_eq!(p.finding_differences("6.12", "6.1"), vec!["6.12 has [high] common: t".to_string()]);
+        let notes = p.comparison_notes("6.12", &["6.12".into(), "6.12-rt".into(), "6.1".into()]);
+        assert_eq!(notes.doctor.len(), 2, "{notes:?}");
+        assert!(notes.marks.is_empty(), "no places, no marks: {notes:?}");
     }
 }

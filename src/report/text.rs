@@ -166,10 +166,9 @@ fn place_lines(report: &CompareReport, out: &mut String) -> Result<()> {
         writeln!(out, "  {line}")?;
     }
     let c = report.comparison;
-    for v in c.variants.iter().filter(|v| **v != c.baseline) {
-        for line in report.places.finding_differences(&c.baseline, v) {
-            writeln!(out, "  doctor: {line}")?;
-        }
+    // The marks stand next to each verdict below.
+    for line in report.places.comparison_notes(&c.baseline, &c.variants).doctor {
+        writeln!(out, "  doctor: {line}")?;
     }
     writeln!(out)?;
     Ok(())

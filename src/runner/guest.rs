@@ -55,8 +55,7 @@ pub fn handle(body: Value) -> Result<Value> {
         Ok(()) => single::execute(&env, &request.planned, &request.variant, &request.workload, workload.as_mut()),
         Err(e) => single::failed(&request.planned, &request.variant, &request.workload, &e),
     };
-    let mut place = RunPlace::host();
-    place.kind = "vm".to_string();
-    record.place = Some(place);
+    // The guest's own release; the host adds what only it knows (accelerator, size).
+    record.place.get_or_insert_with(RunPlace::host).kind = "vm".to_string();
     Ok(serde_json::to_value(record)?)
 }

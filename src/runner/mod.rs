@@ -179,10 +179,6 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     Ok(summary)
 }
 
-/// Environment key: per variant, where it ran and its kernel (release,
-/// source, config text); see [`place::Places::environment`].
-pub const KERNELS_KEY: &str = "kernels";
-
 /// Most planned runs stored in the experiment's plan JSON: the plan is
 /// deterministic (resume recomputes it), so a huge one is not written out.
 const STORED_PLAN_RUNS: usize = 10_000;
@@ -211,7 +207,7 @@ fn diagnose(exp: &Experiment) -> serde_json::Value {
 fn new_experiment(exp: &Experiment, diagnosis: serde_json::Value, kernels: serde_json::Value) -> Result<NewExperiment> {
     let mut environment = serde_json::to_value(environment::capture())?;
     environment["doctor"] = diagnosis;
-    environment[KERNELS_KEY] = kernels;
+    environment[crate::record::KERNELS_KEY] = kernels;
     environment[owner::OWNER_KEY] = serde_json::to_value(crate::sys::identity::ProcessIdentity::current())?;
     let planned = exp.min_rounds() * exp.variants.len() * exp.workloads.len();
     let plan: Vec<PlannedRun> = plan_iter::planned(exp, 0, exp.min_rounds()).take(STORED_PLAN_RUNS).collect();

@@ -20,6 +20,7 @@ use super::guest::{GuestRun, RUN};
 use super::single::{self, RunEnv};
 use super::{Observer, RunOptions};
 use crate::experiment::{BootPolicy, Experiment, PlannedRun, VariantConfig};
+use crate::inspect::{KernelConfig, Rule};
 use crate::kernel::{self, KernelArtifacts};
 use crate::record::{RunPlace, RunRecord};
 use crate::vm::{self, VmConfig, VmSession};
@@ -75,32 +76,42 @@ impl Places {
     }
 
     /// Per variant: where it runs and with which kernel (and its config
-    /// text), for the experiment's environment, so `kconfig diff` and the
-    /// doctor can speak per variant from the store alone.
+    /// text and the doctor's findings for it), for the experiment's
+    /// environment, so `kconfig diff` and the doctor can speak per variant
+    /// from the store alone. Each config file is read once.
     pub fn environment(&self, exp: &Experiment) -> Value {
-        let host_release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+        let host_release = crate::sys::kernel_release();
+        let host_config = crate::inspect::environment::kernel_config_path(&host_release);
+        let host_text = host_config.as_deref().and_then(|p| KernelConfig::read_text(p).ok());
+        let rules = crate::inspect::builtin_rules().ok();
         let mut out = serde_json::Map::new();
         for (i, v) in exp.variants.iter().enumerate() {
-            let entry = match (self.kernels.get(&i), &v.vm) {
-                (Some(k), vm) => {
-                    let config = k.config.as_deref().and_then(|p| read_config(p).ok());
-                    json!({
+            let (mut entry, release, text) = match self.kernels.get(&i) {
+                Some(k) => {
+                    let text = k.config.as_deref().and_then(|p| KernelConfig::read_text(p).ok());
+                    let entry = json!({
                         "place": "vm",
                         "release": k.release,
                         "source": k.source,
                         "config_source": k.config,
-                        "config": config,
-                        "vm": vm,
-                    })
+                        "config": text,
+                        "vm": v.vm,
+                    });
+                    (entry, k.release.as_str(), text)
                 }
-                (None, _) => {
-                    let path = crate::inspect::environment::kernel_config_path(&host_release);
-                    let config = path.as_deref().and_then(|p| read_config(p).ok());
-                    json!({ "place": "host", "release": host_release, "config_source": path, "config": config })
+                None => {
+                    let entry = json!({
+                        "place": "host",
+                        "release": host_release,
+                        "config_source": host_config,
+                        "config": host_text,
+                    });
+                    (entry, host_release.as_str(), host_text.clone())
                 }
             };
-            let mut entry = entry;
-            entry["findings"] = variant_findings(v, &entry);
+            if let (Some(text), Some(rules)) = (&text, &rules) {
+                entry["findings"] = variant_findings(v, release, text, &entry["config_source"], rules);
+            }
             out.insert(v.name.clone(), entry);
         }
         Value::Object(out)
@@ -126,10 +137,7 @@ impl Places {
             };
             return single::execute(&env, planned, variant, config, workload);
         }
-        let mut record = self.in_vm(exp, planned, observer);
-        if let (Some(spec), Some(place)) = (&variant.vm, record.place.as_mut()) {
-            place.cmdline = spec.cmdline.clone();
-        }
+        let record = self.in_vm(exp, planned, observer);
         if variant.vm.as_ref().is_some_and(|v| v.boot == BootPolicy::PerRun) {
             self.shut_down(planned.variant, observer);
         }
@@ -189,7 +197,7 @@ impl Places {
             accelerator: Some(summary.accelerator),
             cpus: Some(summary.cpus),
             memory_mib: Some(summary.memory_mib),
-            cmdline: Vec::new(),
+            cmdline: variant.vm.as_ref().map(|spec| spec.cmdline.clone()).unwrap_or_default(),
             boot_s: boot_s.take(),
             warnings: summary.warnings,
         });
@@ -327,30 +335,20 @@ fn disk_bytes(variant: &VariantConfig) -> u64 {
     }
 }
 
-fn read_config(path: &Path) -> Result<String> {
-    let bytes = std::fs::read(path)?;
-    if bytes.starts_with(&[0x1f, 0x8b]) {
-        let mut out = String::new();
-        std::io::Read::read_to_string(&mut flate2::read::MultiGzDecoder::new(&bytes[..]), &mut out)?;
-        return Ok(out);
-    }
-    Ok(String::from_utf8(bytes)?)
-}
-
 /// The doctor's findings for a variant's kernel config and testbed (offline
 /// facts: the config, release, filesystem and mount options), so findings
 /// that differ between kernels can stand next to the verdict.
-fn variant_findings(variant: &VariantConfig, kernel: &Value) -> Value {
-    let Some(config) = kernel["config_source"].as_str() else { return Value::Null };
-    let facts = crate::inspect::Facts::offline(
-        Some(Path::new(config)),
-        kernel["release"].as_str(),
+fn variant_findings(variant: &VariantConfig, release: &str, config: &str, source: &Value, rules: &[Rule]) -> Value {
+    let source = source.as_str().unwrap_or("the variant's kernel config");
+    let Ok(kconfig) = KernelConfig::parse(config, source) else { return Value::Null };
+    let facts = crate::inspect::Facts::offline_with(
+        Some(kconfig),
+        Some(release),
         Some(&variant.testbed.mount).filter(|m| !m.is_empty()).map(String::as_str),
         Some(variant.testbed.fs.fstype()),
     );
-    let (Ok(facts), Ok(rules)) = (facts, crate::inspect::builtin_rules()) else { return Value::Null };
-    let report = crate::inspect::doctor(&facts, &rules);
-    report
+    let Ok(facts) = facts else { return Value::Null };
+    crate::inspect::doctor(&facts, rules)
         .findings
         .iter()
         .map(|f| json!({ "id": f.id, "title": f.title, "severity": f.severity, "summary": f.summary }))

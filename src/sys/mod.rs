@@ -10,3 +10,8 @@ pub mod marker;
 pub mod modules;
 pub mod mountinfo;
 pub mod signals;
+
+/// `uname -r` of the running kernel (empty when `/proc` cannot say).
+pub fn kernel_release() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string()
+}

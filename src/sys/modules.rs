@@ -20,7 +20,7 @@ pub fn ensure_loaded(module: &str) -> Result<()> {
     if is_available(module) {
         return Ok(());
     }
-    let release = fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string();
+    let release = super::kernel_release();
     run_tool("modprobe", &[module]).with_context(|| {
         format!(
             "loading kernel module `{module}` failed: kernel {release} does not have it built in, and \

@@ -37,10 +37,7 @@ pub fn run(exchange: &Path, extra: &[(&str, Handler)]) -> Result<()> {
     let info: SessionInfo = protocol::read_if_present(&exchange.join(SESSION_FILE))?
         .with_context(|| format!("{} has no {SESSION_FILE}", exchange.display()))?;
     let ready = match setup(&info) {
-        Ok(disk) => Ready::Ok {
-            release: fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
-            disk,
-        },
+        Ok(disk) => Ready::Ok { release: crate::sys::kernel_release(), disk },
         Err(e) => Ready::Error(format!("{e:#}")),
     };
     protocol::write_atomic(&exchange.join(READY_FILE), &ready)?;

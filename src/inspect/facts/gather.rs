@@ -34,6 +34,18 @@ impl Facts {
         mount_options: Option<&str>,
         fs: Option<&str>,
     ) -> Result<Facts> {
+        let kconfig = kconfig_path.map(KernelConfig::from_file).transpose()?;
+        Facts::offline_with(kconfig, kernel_release, mount_options, fs)
+    }
+
+    /// [`Facts::offline`] with the kernel config already read (e.g. from a
+    /// stored experiment).
+    pub fn offline_with(
+        kconfig: Option<KernelConfig>,
+        kernel_release: Option<&str>,
+        mount_options: Option<&str>,
+        fs: Option<&str>,
+    ) -> Result<Facts> {
         let mut facts = Facts::empty(FactsMode::Offline);
         facts.kernel_cmdline = Some(String::new());
         facts.notes.push("offline: kernel command line assumed empty (boot defaults)".to_string());
@@ -42,8 +54,7 @@ impl Facts {
                 Some(KernelVersion::parse(release).map_err(|e| anyhow::anyhow!("--kernel-release: {e}"))?);
             facts.kernel_release = Some(release.trim().to_string());
         }
-        if let Some(path) = kconfig_path {
-            let cfg = KernelConfig::from_file(path)?;
+        if let Some(cfg) = kconfig {
             facts.kconfig_source = Some(cfg.source.clone());
             facts.kconfig = Some(cfg.options);
         }

@@ -62,19 +62,9 @@ pub fn answer(d: &ReportData, out: &mut String) {
             let _ = write!(out, "<li>{}</li>", esc(&line));
         }
         out.push_str("</ul>");
-        let mut marked: Vec<String> = Vec::new();
-        for v in c_variants(d) {
-            for m in d.places.marks(&d.comparison.baseline, &v) {
-                if !marked.contains(&m) {
-                    marked.push(m);
-                }
-            }
-            for line in d.places.finding_differences(&d.comparison.baseline, &v) {
-                marked.push(format!("doctor: {line}"));
-            }
-        }
-        for m in marked {
-            let _ = write!(out, "<p class=\"warning\">{}</p>", esc(&m));
+        let notes = d.places.comparison_notes(&d.comparison.baseline, &d.comparison.variants);
+        for line in notes.marks.into_iter().chain(notes.doctor.into_iter().map(|l| format!("doctor: {l}"))) {
+            let _ = write!(out, "<p class=\"warning\">{}</p>", esc(&line));
         }
     }
     let hostile = d.environment["doctor"]["hostile"].as_array().map(Vec::len).unwrap_or(0);
@@ -624,9 +614,4 @@ fn legend_table(names: &[String]) -> String {
     }
     out.push_str("</p>");
     out
-}
-
-/// The variants compared against the baseline.
-fn c_variants(d: &ReportData) -> Vec<String> {
-    d.comparison.variants.iter().filter(|v| **v != d.comparison.baseline).cloned().collect()
 }
