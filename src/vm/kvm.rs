@@ -7,6 +7,12 @@
 //! ("Linux version …", printed within milliseconds under KVM) within
 //! [`PROBE_TIMEOUT`]; otherwise it kills QEMU and reports why. The result is
 //! cached per process and kernel image.
+//!
+//! Where KVM cannot work for a stock guest the answer comes from the host's
+//! modules in microseconds, without starting QEMU: a `/dev/kvm` served only
+//! by `kvm_pvm` (pagetable-based virtualisation, for guests built as PVM
+//! guests; a stock kernel aborts in QEMU or hangs after decompression) is
+//! not usable.
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -42,6 +48,9 @@ pub fn probe(qemu: &Path, image: &Path, dir: &Path, name: &str, cgroup_procs: Op
 fn run_probe(qemu: &Path, image: &Path, dir: &Path, name: &str, cgroup_procs: Option<&Path>) -> Result<(), String> {
     if let Err(e) = fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
         return Err(format!("/dev/kvm cannot be opened: {e}"));
+    }
+    if let Some(why) = unusable_provider(Path::new("/sys/module")) {
+        return Err(why);
     }
     let log = dir.join("kvm-probe.log");
     let stderr = File::create(dir.join("kvm-probe.stderr")).map_err(|e| format!("creating the probe log: {e}"))?;
@@ -81,4 +90,48 @@ fn run_probe(qemu: &Path, image: &Path, dir: &Path, name: &str, cgroup_procs: Op
     kill_group(pid);
     let _ = child.wait();
     outcome
+}
+
+/// Why the host's KVM provider cannot run a stock guest, from the loaded
+/// modules under `sys_module` (`/sys/module`), or None when it may (then the
+/// boot probe decides).
+fn unusable_provider(sys_module: &Path) -> Option<String> {
+    let loaded = |m: &str| sys_module.join(m).exists();
+    if loaded("kvm_pvm") && !loaded("kvm_intel") && !loaded("kvm_amd") {
+        return Some(
+            "/dev/kvm is provided by kvm_pvm (pagetable-based virtualisation), which runs only guests \
+             built as PVM guests; a stock kernel cannot use it"
+                .to_string(),
+        );
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn modules(names: &[&str]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for n in names {
+            fs::create_dir(dir.path().join(n)).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn kvm_pvm_alone_is_unusable_without_a_probe() {
+        let dir = modules(&["kvm", "kvm_pvm"]);
+        let why = unusable_provider(dir.path()).expect("kvm_pvm alone must be refused");
+        assert!(why.contains("kvm_pvm"), "{why}");
+    }
+
+    #[test]
+    fn hardware_kvm_goes_to_the_boot_probe() {
+        for vendor in ["kvm_intel", "kvm_amd"] {
+            assert_eq!(unusable_provider(modules(&["kvm", vendor]).path()), None, "{vendor}");
+            // A host may load kvm_pvm beside the hardware module; the probe decides then.
+            assert_eq!(unusable_provider(modules(&["kvm", "kvm_pvm", vendor]).path()), None, "{vendor}+pvm");
+        }
+    }
 }
