@@ -15,6 +15,7 @@ use crate::stats::{
     trend, CompareConfig, Comparison, MeanKind, SequentialDesign, Stopping, Trend, Verdict,
 };
 use crate::store::{MetricSeries, Store};
+use crate::stored::{StoredRepetitions, StoredSpec};
 
 /// One metric of one variant against the baseline: the [`Comparison`]
 /// (flattened into the same JSON object, so no field of it can be left
@@ -133,19 +134,18 @@ pub fn compare_config(exp: &Experiment) -> CompareConfig {
     CompareConfig { alpha: exp.alpha, theta: exp.theta, stopping, ..CompareConfig::default() }
 }
 
-/// The same from a stored experiment: `spec` is the `experiment` object of
-/// the stored plan (`plan_json["experiment"]`). Keys that are missing keep
-/// their defaults, so old stores still compare (as fixed-n).
-pub fn compare_config_from_spec(spec: &serde_json::Value) -> CompareConfig {
+/// The same from a stored experiment (its plan's `experiment`). Fields
+/// that are missing keep their defaults, so old stores still compare (as
+/// fixed-n).
+pub fn compare_config_from_spec(spec: &StoredSpec) -> CompareConfig {
     let mut cfg = CompareConfig::default();
-    if let Some(alpha) = spec["alpha"].as_f64() {
+    if let Some(alpha) = spec.alpha {
         cfg.alpha = alpha;
     }
-    if let Some(theta) = spec["theta"].as_f64() {
+    if let Some(theta) = spec.theta {
         cfg.theta = theta;
     }
-    let reps = &spec["repetitions"];
-    if let (Some(min), Some(max)) = (reps["min"].as_u64(), reps["max"].as_u64()) {
+    if let Some(StoredRepetitions::Adaptive { min, max }) = spec.repetitions {
         cfg.stopping = Stopping::adaptive(min as usize, max as usize);
     }
     cfg
@@ -581,12 +581,16 @@ mod tests {
 
     #[test]
     fn config_from_stored_spec() {
-        let spec = serde_json::json!({ "alpha": 0.01, "theta": 0.05, "repetitions": { "min": 5, "max": 20 } });
+        let spec: StoredSpec = serde_json::from_value(
+            serde_json::json!({ "alpha": 0.01, "theta": 0.05, "repetitions": { "min": 5, "max": 20 } }),
+        )
+        .unwrap();
         let cfg = compare_config_from_spec(&spec);
         assert_eq!((cfg.alpha, cfg.theta, cfg.stopping), (0.01, 0.05, Stopping::Sequential { min: 5, max: 20 }));
-        let cfg = compare_config_from_spec(&serde_json::json!({ "repetitions": 5 }));
+        let spec: StoredSpec = serde_json::from_value(serde_json::json!({ "repetitions": 5 })).unwrap();
+        let cfg = compare_config_from_spec(&spec);
         assert_eq!(cfg, CompareConfig::default());
-        assert_eq!(compare_config_from_spec(&serde_json::Value::Null), CompareConfig::default());
+        assert_eq!(compare_config_from_spec(&StoredSpec::default()), CompareConfig::default());
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub mod report;
 pub mod runner;
 pub mod stats;
 pub mod store;
+pub mod stored;
 pub mod sys;
 pub mod testbed;
 #[doc(hidden)]

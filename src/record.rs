@@ -74,11 +74,6 @@ pub struct RunRecord {
     pub place: Option<RunPlace>,
 }
 
-/// Experiment environment key: per variant, where it runs and its kernel
-/// (release, source, config text, doctor findings); written by
-/// `runner::place`, read by the reports and `kconfig diff`.
-pub const KERNELS_KEY: &str = "kernels";
-
 /// Where a run happened. Runs in different places (host against VM, KVM
 /// against emulation, different VM sizes) differ in timing wholesale, so
 /// comparisons between them are marked.

@@ -177,12 +177,8 @@ pub fn print_comparison(
     let experiment = store.experiment(id)?;
     let data = comparison_for(store, id, baseline, theta)?;
     let runs = store.runs(id)?;
-    let environment: serde_json::Value = serde_json::from_str(&experiment.environment_json).unwrap_or_default();
-    let hostile = environment["doctor"]["hostile"]
-        .as_array()
-        .map(|a| a.iter().map(|l| l.as_str().unwrap_or_default().to_string()).collect())
-        .unwrap_or_default();
-    let places = fslab::report::places::Places::load(store, id, &environment)?;
+    let hostile = experiment.environment.doctor.as_ref().map(|d| d.hostile.clone()).unwrap_or_default();
+    let places = fslab::report::places::Places::load(store, id, &experiment.environment)?;
     let report = CompareReport {
         experiment_id: id,
         experiment_name: &experiment.name,

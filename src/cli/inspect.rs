@@ -137,24 +137,16 @@ fn stored_configs(db: &super::DbArg, id: i64, variants: &[String]) -> Result<(Ke
     };
     let store = db.open_existing()?;
     let experiment = store.experiment(id)?;
-    let environment: serde_json::Value = serde_json::from_str(&experiment.environment_json).unwrap_or_default();
-    let kernels = &environment[fslab::record::KERNELS_KEY];
+    let kernels = &experiment.environment.kernels;
     let config = |name: &str| -> Result<KernelConfig> {
-        let entry = &kernels[name];
-        if entry.is_null() {
-            let known: Vec<&String> = kernels.as_object().map(|o| o.keys().collect()).unwrap_or_default();
-            anyhow::bail!(
-                "experiment {id} has no variant `{name}` with a stored kernel (known: {})",
-                known.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
-            );
-        }
-        let Some(text) = entry["config"].as_str() else {
-            anyhow::bail!(
-                "experiment {id}: the kernel of variant `{name}` ({}) has no config stored",
-                entry["release"]
-            );
+        let Some(entry) = kernels.get(name) else {
+            let known: Vec<&str> = kernels.keys().map(String::as_str).collect();
+            anyhow::bail!("experiment {id} has no variant `{name}` with a stored kernel (known: {})", known.join(", "));
         };
-        let source = format!("experiment {id} variant {name} ({})", entry["release"].as_str().unwrap_or("?"));
+        let Some(text) = &entry.config else {
+            anyhow::bail!("experiment {id}: the kernel of variant `{name}` ({:?}) has no config stored", entry.release);
+        };
+        let source = format!("experiment {id} variant {name} ({})", entry.release);
         Ok(KernelConfig::parse(text, &source)?)
     };
     Ok((config(a)?, config(b)?))

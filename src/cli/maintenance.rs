@@ -63,13 +63,8 @@ struct ListEntry {
 
 pub fn list(args: ListArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
-    let mut list = store.list_experiments()?;
-    // A `running` experiment whose fslab is gone (killed, rebooted) was interrupted.
-    for e in list.iter_mut().filter(|e| e.status == "running") {
-        if let Ok(row) = store.experiment(e.id) {
-            e.status = fslab::runner::owner::effective_status(&store, e.id, &row.status, &row.environment_json);
-        }
-    }
+    // The store reports a `running` experiment whose fslab is gone as interrupted.
+    let list = store.list_experiments()?;
     let format = chosen(args.format, args.json);
     if format == Format::Json {
         let entries = list

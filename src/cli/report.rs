@@ -49,10 +49,7 @@ pub fn report(args: ReportArgs) -> Result<ExitCode> {
         );
     }
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
-    let mut data = ReportData::load(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0))?;
-    // A `running` experiment whose fslab is gone (killed, rebooted) was interrupted, as `list` says.
-    let e = &data.experiment;
-    data.experiment.status = fslab::runner::owner::effective_status(&store, id, &e.status, &e.environment_json);
+    let data = ReportData::load(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0))?;
     let text = args.format.exporter().report(&data)?;
     let output =
         if args.format == Format::Html { args.output.or(Some(PathBuf::from("report.html"))) } else { args.output };

@@ -101,6 +101,16 @@ impl WorkloadConfig {
     }
 }
 
+/// The workloads of a stored plan as this version reads them; `None` when
+/// they do not parse (a store written by an older version), so callers can
+/// fall back to the experiment file's text.
+pub fn stored_workloads(spec: &crate::stored::StoredSpec) -> Option<Vec<WorkloadConfig>> {
+    if spec.workloads.is_empty() {
+        return None;
+    }
+    spec.workloads.iter().map(|w| serde_json::from_value(w.clone()).ok()).collect()
+}
+
 /// Read and validate an experiment file.
 pub fn load(path: &Path) -> Result<Experiment> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

@@ -4,6 +4,7 @@
 //! group (an experiment, or every experiment with one value of a tag) is a
 //! column; the first is the baseline.
 
+use crate::stored::ExperimentStatus;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
@@ -19,6 +20,30 @@ pub struct Group {
     /// `#3` for an experiment, `kernel=6.18.4` for a tag value.
     pub label: String,
     pub experiments: Vec<i64>,
+    /// Those of `experiments` that were interrupted (stopped, or their fslab
+    /// killed) before they finished their plan.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interrupted: Vec<i64>,
+}
+
+impl Group {
+    fn of(label: String, s: &Snapshot) -> Group {
+        Group { label, experiments: vec![s.id], interrupted: Vec::new() }.with(s)
+    }
+
+    fn with(mut self, s: &Snapshot) -> Group {
+        self.add(s);
+        self
+    }
+
+    fn add(&mut self, s: &Snapshot) {
+        if !self.experiments.contains(&s.id) {
+            self.experiments.push(s.id);
+        }
+        if s.status == ExperimentStatus::Interrupted {
+            self.interrupted.push(s.id);
+        }
+    }
 }
 
 /// What may differ between the groups' experiments.
@@ -51,7 +76,7 @@ pub type Members<'a> = (Group, Vec<&'a Snapshot>);
 
 /// Groups of `--experiments` (one experiment each, in the order given).
 pub fn by_experiment(snaps: &[Snapshot]) -> Vec<Members<'_>> {
-    snaps.iter().map(|s| (Group { label: format!("#{}", s.id), experiments: vec![s.id] }, vec![s])).collect()
+    snaps.iter().map(|s| (Group::of(format!("#{}", s.id), s), vec![s])).collect()
 }
 
 /// Groups of `--by TAG`: every experiment of `all` with `anchor`'s spec
@@ -74,10 +99,10 @@ pub fn by_tag<'a>(
         let label = format!("{tag}={value}");
         match groups.iter_mut().find(|(g, _)| g.label == label) {
             Some((g, members)) => {
-                g.experiments.push(s.id);
+                g.add(s);
                 members.push(s);
             }
-            None => groups.push((Group { label, experiments: vec![s.id] }, vec![s])),
+            None => groups.push((Group::of(label, s), vec![s])),
         }
     }
     if let Some(b) = baseline {

@@ -1,6 +1,7 @@
 //! `fslab check`: the newest experiment against its history or against one
 //! named experiment, by the gate rule of [`crate::stats::gate`].
 
+use crate::stored::ExperimentStatus;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
@@ -35,6 +36,8 @@ impl std::str::FromStr for Against {
 #[derive(Clone, Debug, Serialize)]
 pub struct Check {
     pub experiment: i64,
+    /// The checked experiment's status (`interrupted` when it did not finish its plan).
+    pub status: ExperimentStatus,
     pub against: Against,
     /// `regression`, `inconclusive`, `improvement` or `ok` over the decisive metrics.
     pub outcome: String,
@@ -132,6 +135,7 @@ pub fn check(all: &[Snapshot], newest: i64, against: Against, allow_mixed: bool,
     mixed.dedup();
     Ok(Check {
         experiment: newest,
+        status: n.status,
         against,
         outcome: report.outcome().as_str().to_string(),
         exit_status: report.exit_status(),

@@ -20,6 +20,8 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::stored::ExperimentStatus;
+
 use crate::experiment::WorkloadConfig;
 use crate::inspect::machine::Machine;
 use crate::stats::changepoint::{detect, ChangePoint, ChangePointConfig};
@@ -32,7 +34,7 @@ pub struct Snapshot {
     pub id: i64,
     pub name: String,
     pub created_at: String,
-    pub status: String,
+    pub status: ExperimentStatus,
     pub spec_hash: String,
     /// The experiment's baseline variant (the plan's, else the first).
     pub baseline: String,
@@ -51,19 +53,14 @@ pub struct Snapshot {
 impl Snapshot {
     pub fn load(store: &Store, id: i64) -> Result<Snapshot> {
         let e = store.experiment(id)?;
-        let plan: Value = serde_json::from_str(&e.plan_json).unwrap_or_default();
-        let spec = &plan["experiment"];
-        let configs = match serde_json::from_value::<Vec<WorkloadConfig>>(spec["workloads"].clone()) {
-            Ok(w) => w,
-            Err(_) => crate::experiment::parse(&e.spec_text, e.spec_path.as_deref().map(std::path::Path::new))
+        let spec = &e.plan.experiment;
+        let configs = match crate::experiment::stored_workloads(spec) {
+            Some(w) => w,
+            None => crate::experiment::parse(&e.spec_text, e.spec_path.as_deref().map(std::path::Path::new))
                 .map(|x| x.workloads)
                 .unwrap_or_default(),
         };
-        let baseline = spec["baseline"]
-            .as_str()
-            .map(str::to_string)
-            .or_else(|| e.variants.first().map(|v| v.name.clone()))
-            .unwrap_or_default();
+        let baseline = spec.baseline.clone().or_else(|| e.variants.first().map(|v| v.name.clone())).unwrap_or_default();
         let mut machines: Vec<(String, String)> = store
             .machines(id)?
             .into_iter()
@@ -80,8 +77,8 @@ impl Snapshot {
             status: e.status,
             spec_hash: e.spec_hash,
             baseline,
-            alpha: spec["alpha"].as_f64(),
-            theta: spec["theta"].as_f64(),
+            alpha: spec.alpha,
+            theta: spec.theta,
             machines,
             variants: e.variants,
             workloads: e.workloads,
@@ -93,7 +90,7 @@ impl Snapshot {
     pub fn load_all(store: &Store) -> Result<Vec<Snapshot>> {
         let mut out = Vec::new();
         for e in store.list_experiments()? {
-            if e.status != "running" {
+            if e.status.is_finished() {
                 out.push(Snapshot::load(store, e.id)?);
             }
         }
@@ -270,6 +267,10 @@ pub struct SeriesPoint {
     /// Keys that differ from the reference (only with `allow_mixed`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mixed: Vec<String>,
+    /// Those of `experiments` that were interrupted (stopped, or their
+    /// fslab killed) before they finished their plan.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interrupted: Vec<i64>,
     #[serde(skip)]
     pub values: Vec<f64>,
 }
@@ -338,6 +339,7 @@ pub fn history(experiments: &[Snapshot], q: &HistoryQuery) -> Result<History> {
     for (s, mixed) in kept {
         let values = s.values(w, m, &variant).map(|x| x.values.clone()).unwrap_or_default();
         let tags: BTreeMap<String, String> = s.tags.iter().cloned().collect();
+        let interrupted: Vec<i64> = (s.status == ExperimentStatus::Interrupted).then_some(s.id).into_iter().collect();
         match &q.by {
             None => points.push(SeriesPoint {
                 experiment_id: s.id,
@@ -347,6 +349,7 @@ pub fn history(experiments: &[Snapshot], q: &HistoryQuery) -> Result<History> {
                 tags,
                 point: HistoryPoint::from_values(&values, hib),
                 mixed,
+                interrupted,
                 values,
             }),
             Some(key) => {
@@ -360,6 +363,7 @@ pub fn history(experiments: &[Snapshot], q: &HistoryQuery) -> Result<History> {
                         p.values.extend(values);
                         p.point = HistoryPoint::from_values(&p.values, hib);
                         p.mixed.extend(mixed);
+                        p.interrupted.extend(interrupted);
                     }
                     None => points.push(SeriesPoint {
                         experiment_id: s.id,
@@ -369,6 +373,7 @@ pub fn history(experiments: &[Snapshot], q: &HistoryQuery) -> Result<History> {
                         tags,
                         point: HistoryPoint::from_values(&values, hib),
                         mixed,
+                        interrupted,
                         values,
                     }),
                 }
@@ -430,8 +435,8 @@ mod tests {
                 spec_text: "x".into(),
                 spec_hash: "h".into(),
                 seed: 1,
-                plan_json: "{}".into(),
-                environment_json: "{}".into(),
+                plan: Default::default(),
+                environment: Default::default(),
                 variants: vec![VariantRow { position: 0, name: "a".into(), config_json: variant.into() }],
                 workloads: vec![WorkloadRow {
                     position: 0,

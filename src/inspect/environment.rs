@@ -14,8 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::sys::exec;
 
-/// Snapshot of the machine, stored with every experiment.
+/// Snapshot of the machine, stored with every experiment (fields an older
+/// store lacks read back as defaults).
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(default)]
 pub struct Environment {
     /// `uname -r`, e.g. `6.1.0-18-amd64`.
     pub kernel_release: String,

@@ -37,18 +37,16 @@ impl ComparisonData {
 /// plan (older stores: the experiment file as run); when neither can be
 /// read, every metric is decisive.
 fn decisive_metrics(experiment: &ExperimentRow, rows: &[ComparisonRow]) -> Vec<(String, Vec<String>)> {
-    let plan: serde_json::Value = serde_json::from_str(&experiment.plan_json).unwrap_or_default();
-    let workloads: Vec<WorkloadConfig> =
-        match serde_json::from_value::<Vec<WorkloadConfig>>(plan["experiment"]["workloads"].clone()) {
-            Ok(w) => w,
-            Err(_) => {
-                let path = experiment.spec_path.as_deref().map(std::path::Path::new);
-                match crate::experiment::parse(&experiment.spec_text, path) {
-                    Ok(parsed) => parsed.workloads,
-                    Err(_) => return Vec::new(),
-                }
+    let workloads: Vec<WorkloadConfig> = match crate::experiment::stored_workloads(&experiment.plan.experiment) {
+        Some(w) => w,
+        None => {
+            let path = experiment.spec_path.as_deref().map(std::path::Path::new);
+            match crate::experiment::parse(&experiment.spec_text, path) {
+                Ok(parsed) => parsed.workloads,
+                Err(_) => return Vec::new(),
             }
-        };
+        }
+    };
     workloads
         .iter()
         .map(|w| {
@@ -78,15 +76,14 @@ fn comparison_of(
     theta: Option<f64>,
 ) -> Result<ComparisonData> {
     let id = experiment.id;
-    let stored: serde_json::Value = serde_json::from_str(&experiment.plan_json).unwrap_or_default();
-    let spec = &stored["experiment"];
+    let spec = &experiment.plan.experiment;
     let variants: Vec<String> = experiment.variants.iter().map(|v| v.name.clone()).collect();
     let baseline = match baseline {
         Some(b) => {
             ensure!(variants.iter().any(|v| v == b), "experiment {id} has no variant `{b}`");
             b.to_string()
         }
-        None => spec["baseline"].as_str().map(str::to_string).or_else(|| variants.first().cloned()).unwrap_or_default(),
+        None => spec.baseline.clone().or_else(|| variants.first().cloned()).unwrap_or_default(),
     };
     // α, θ and the sequential design of `{ min, max }` as the experiment ran.
     let mut cfg = compare_config_from_spec(spec);
@@ -109,11 +106,8 @@ pub struct RunData {
 /// Everything the experiment report shows.
 #[derive(Clone, Debug)]
 pub struct ReportData {
+    /// With its stored plan and environment.
     pub experiment: ExperimentRow,
-    /// The stored plan (`{"experiment": …, "first_rounds": …}`), parsed.
-    pub plan: serde_json::Value,
-    /// The captured environment (with its `doctor` key), parsed.
-    pub environment: serde_json::Value,
     pub comparison: ComparisonData,
     pub series: Vec<MetricSeries>,
     pub runs: Vec<RunData>,
@@ -126,8 +120,6 @@ impl ReportData {
     pub fn load(store: &Store, id: i64, baseline: Option<&str>, theta: Option<f64>) -> Result<ReportData> {
         let experiment = store.experiment(id)?;
         let comparison = comparison_of(store, &experiment, baseline, theta)?;
-        let plan = serde_json::from_str(&experiment.plan_json).unwrap_or_default();
-        let environment = serde_json::from_str(&experiment.environment_json).unwrap_or_default();
         let series = store.metric_series(id)?;
         let mut runs = Vec::new();
         for run in store.runs(id)? {
@@ -135,8 +127,8 @@ impl ReportData {
             let extras = store.run_extras(run.id)?;
             runs.push(RunData { run, monitor, extras });
         }
-        let places = super::places::Places::load(store, id, &environment)?;
-        Ok(ReportData { experiment, plan, environment, comparison, series, runs, places })
+        let places = super::places::Places::load(store, id, &experiment.environment)?;
+        Ok(ReportData { experiment, comparison, series, runs, places })
     }
 
     /// The answer the report opens with.
@@ -157,10 +149,7 @@ impl ReportData {
 
     /// The variant's configuration from the stored plan (`Null` if absent).
     pub fn variant_config(&self, name: &str) -> serde_json::Value {
-        if let Some(v) = self.plan["experiment"]["variants"]
-            .as_array()
-            .and_then(|vs| vs.iter().find(|v| v["name"].as_str() == Some(name)))
-        {
+        if let Some(v) = self.experiment.plan.experiment.variant(name) {
             return v.clone();
         }
         self.experiment

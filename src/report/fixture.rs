@@ -118,13 +118,13 @@ fn build(specs: Vec<Spec>, failures: &[(&str, &str, &str)]) -> ReportData {
             name: "sdcard <untar> & shell1".into(),
             created_at: "2024-01-02T03:04:05Z".into(),
             finished_at: Some("2024-01-02T04:05:06Z".into()),
-            status: "complete".into(),
+            status: crate::stored::ExperimentStatus::Complete,
             spec_path: None,
             spec_text: "name = \"sdcard\"\n".into(),
             spec_hash: "0".into(),
             seed: 1,
-            plan_json: plan.to_string(),
-            environment_json: environment.to_string(),
+            plan: serde_json::from_value(plan).expect("fixture plan"),
+            environment: serde_json::from_value(environment).expect("fixture environment"),
             variants: VARIANTS
                 .iter()
                 .enumerate()
@@ -135,8 +135,6 @@ fn build(specs: Vec<Spec>, failures: &[(&str, &str, &str)]) -> ReportData {
                 WorkloadRow { position: 1, label: "shell1".into(), kind: "shell1".into(), config_json: "{}".into() },
             ],
         },
-        plan,
-        environment,
         comparison: ComparisonData {
             baseline: BASELINE.into(),
             theta: cfg.theta,
@@ -206,10 +204,7 @@ pub fn compare_report<'a>(d: &'a ReportData, runs: &'a [StoredRun]) -> CompareRe
         experiment_name: &d.experiment.name,
         comparison: &d.comparison,
         runs,
-        hostile: d.environment["doctor"]["hostile"]
-            .as_array()
-            .map(|a| a.iter().filter_map(|l| l.as_str().map(str::to_string)).collect())
-            .unwrap_or_default(),
+        hostile: d.experiment.environment.doctor.as_ref().map(|doc| doc.hostile.clone()).unwrap_or_default(),
         places: d.places.clone(),
     }
 }

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use anyhow::Result;
 
 use super::data::ReportData;
-use super::describe::{json_text, VARIANT_ROWS};
+use super::describe::VARIANT_ROWS;
 use super::summary::{Cell, VERDICT_COLUMNS};
 use super::{unsupported, CompareReport, Exporter, Format};
 use crate::human;
@@ -73,7 +73,7 @@ pub fn render_markdown(d: &ReportData) -> String {
     let _ = writeln!(
         out,
         "Status {}, created {}. Baseline **{}**, θ = ±{}%, α = {}.\n",
-        md_esc(&d.experiment.status),
+        md_esc(d.experiment.status.as_str()),
         md_esc(&d.experiment.created_at),
         md_esc(&c.baseline),
         human::number(c.theta * 100.0),
@@ -145,24 +145,14 @@ pub fn render_markdown(d: &ReportData) -> String {
         out.push('\n');
     }
     out.push_str("\n### Environment\n\n");
-    let env = &d.environment;
-    let _ = writeln!(
-        out,
-        "- kernel: {} {}",
-        md_esc(&json_text(&env["kernel_release"])),
-        md_esc(&json_text(&env["kernel_version"]))
-    );
-    let _ =
-        writeln!(out, "- CPU: {} × {}", md_esc(&json_text(&env["cpu_count"])), md_esc(&json_text(&env["cpu_model"])));
-    if let Some(kb) = env["mem_total_kb"].as_f64() {
-        let _ = writeln!(out, "- memory: {}", human::bytes(kb * 1024.0));
-    }
-    if let Some(tools) = env["tools"].as_object() {
-        let list: Vec<String> = tools.iter().map(|(k, v)| format!("{k}: {}", json_text(v))).collect();
-        let _ = writeln!(out, "- tools: {}", md_esc(&list.join("; ")));
-    }
+    let env = &d.experiment.environment.host;
+    let _ = writeln!(out, "- kernel: {} {}", md_esc(&env.kernel_release), md_esc(&env.kernel_version));
+    let _ = writeln!(out, "- CPU: {} × {}", env.cpu_count, md_esc(&env.cpu_model));
+    let _ = writeln!(out, "- memory: {}", human::bytes(env.mem_total_kb as f64 * 1024.0));
+    let list: Vec<String> = env.tools.iter().map(|(k, v)| format!("{k}: {v}")).collect();
+    let _ = writeln!(out, "- tools: {}", md_esc(&list.join("; ")));
     let hostile: Vec<String> =
-        env["doctor"]["hostile"].as_array().map(|a| a.iter().map(json_text).collect()).unwrap_or_default();
+        d.experiment.environment.doctor.as_ref().map(|doc| doc.hostile.clone()).unwrap_or_default();
     if !hostile.is_empty() {
         out.push_str("\nBenchmark-hostile findings when this experiment ran:\n\n");
         for h in hostile {

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use crate::record::RunPlace;
 use crate::store::Store;
+use crate::stored::{StoredEnvironment, VariantKernel};
 
 /// What [`Places::comparison_notes`] found.
 #[derive(Debug, Default)]
@@ -23,19 +24,18 @@ pub struct ComparisonNotes {
 pub struct Places {
     /// Variant → every distinct place its ok runs ran in.
     pub variants: BTreeMap<String, Vec<RunPlace>>,
-    /// Variant → kernel facts from the experiment's environment
-    /// (`release`, `source`, `config_source`).
+    /// Variant → its kernel, from the experiment's environment.
     #[serde(skip)]
-    pub kernels: serde_json::Value,
+    pub kernels: BTreeMap<String, VariantKernel>,
 }
 
 impl Places {
-    pub fn load(store: &Store, experiment_id: i64, environment: &serde_json::Value) -> Result<Places> {
+    pub fn load(store: &Store, experiment_id: i64, environment: &StoredEnvironment) -> Result<Places> {
         let mut variants: BTreeMap<String, Vec<RunPlace>> = BTreeMap::new();
         for (variant, place) in store.variant_places(experiment_id)? {
             variants.entry(variant).or_default().push(place);
         }
-        Ok(Places { variants, kernels: environment[crate::record::KERNELS_KEY].clone() })
+        Ok(Places { variants, kernels: environment.kernels.clone() })
     }
 
     /// Did every run happen on the host (nothing worth a line)?
@@ -51,8 +51,7 @@ impl Places {
                 let wheres: Vec<String> =
                     places.iter().map(|p| format!("kernel {} on {}", p.kernel_release, p.describe())).collect();
                 let mut line = format!("{variant}: {}", wheres.join("; "));
-                let k = &self.kernels[variant.as_str()];
-                if let Some(source) = k["source"].as_str() {
+                if let Some(source) = self.kernels.get(variant).and_then(|k| k.source.as_deref()) {
                     line.push_str(&format!(", from {source}"));
                 }
                 if let Some(cmdline) = places.first().filter(|p| !p.cmdline.is_empty()).map(|p| p.cmdline.join(" ")) {
@@ -67,19 +66,14 @@ impl Places {
     /// not have (and the reverse), e.g. `6.12-rt has preempt-rt: …`.
     pub fn finding_differences(&self, baseline: &str, variant: &str) -> Vec<String> {
         let ids = |v: &str| -> Vec<(String, String)> {
-            self.kernels[v]["findings"]
-                .as_array()
+            self.kernels
+                .get(v)
+                .and_then(|k| k.findings.as_ref())
                 .into_iter()
                 .flatten()
                 .map(|f| {
-                    let id = f["id"].as_str().unwrap_or_default().to_string();
-                    let text = format!(
-                        "[{}] {}: {}",
-                        f["severity"].as_str().unwrap_or("?"),
-                        id,
-                        f["title"].as_str().unwrap_or_default()
-                    );
-                    (id, text)
+                    let severity = if f.severity.is_empty() { "?" } else { f.severity.as_str() };
+                    (f.id.clone(), format!("[{severity}] {}: {}", f.id, f.title))
                 })
                 .collect()
         };
@@ -196,11 +190,12 @@ mod tests {
     fn doctor_findings_that_differ_between_kernels_are_named_once() {
         let finding = |id: &str| serde_json::json!({ "id": id, "title": "t", "severity": "high" });
         let p = Places {
-            kernels: serde_json::json!({
-                "6.12": { "findings": [finding("common")] },
-                "6.12-rt": { "findings": [finding("common"), finding("preempt-rt")] },
-                "6.1": { "findings": [] },
-            }),
+            kernels: serde_json::from_value(serde_json::json!({
+                "6.12": { "place": "vm", "findings": [finding("common")] },
+                "6.12-rt": { "place": "vm", "findings": [finding("common"), finding("preempt-rt")] },
+                "6.1": { "place": "vm", "findings": [] },
+            }))
+            .unwrap(),
             ..Places::default()
         };
         assert_eq!(p.finding_differences("6.12", "6.12-rt"), vec!["6.12-rt has [high] preempt-rt: t".to_string()]);

@@ -11,16 +11,17 @@ mod preflight;
 pub mod progress;
 mod single;
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 
 use crate::analysis::{adaptive_step, compare_config, reach_notes, AdaptiveStep};
-use crate::experiment::{Experiment, PlannedRun};
+use crate::experiment::Experiment;
 use crate::inspect::environment;
 use crate::record::RunStatus;
 use crate::store::{NewExperiment, Store, VariantRow, WorkloadRow};
+use crate::stored::{ExperimentStatus, StoredDoctor, StoredEnvironment, StoredFinding, StoredPlan, VariantKernel};
 use crate::sys::signals;
 use crate::testbed::DeviceOptIn;
 use owner::Resume;
@@ -94,15 +95,15 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     let mut places = place::Places::prepare(exp)?;
 
     let diagnosis = diagnose(exp);
-    for line in diagnosis.get("hostile").and_then(|h| h.as_array()).into_iter().flatten() {
-        observer.message(&format!("warning: {}", line.as_str().unwrap_or_default()));
+    for line in &diagnosis.hostile {
+        observer.message(&format!("warning: {line}"));
     }
 
     let experiment_id = match (&opts.campaign, resumed) {
         (Some(c), _) => fleet::join(store, c, &new_experiment(exp, diagnosis, places.environment(exp))?, resume)?,
         (None, Some(id)) => {
             observer.message(&format!("resuming experiment {id}"));
-            store.set_experiment_status(id, "running")?;
+            store.set_experiment_status(id, ExperimentStatus::Running)?;
             id
         }
         (None, None) => store.create_experiment(&new_experiment(exp, diagnosis, places.environment(exp))?)?,
@@ -173,7 +174,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         observer.extend(fleet::runs_in(exp, shard, first, count));
     }
     places.shut_down_all(observer);
-    let status = if summary.interrupted { "interrupted" } else { "complete" };
+    let status = if summary.interrupted { ExperimentStatus::Interrupted } else { ExperimentStatus::Complete };
     store.set_experiment_status(experiment_id, status)?;
     observer.done();
     Ok(summary)
@@ -186,41 +187,55 @@ const STORED_PLAN_RUNS: usize = 10_000;
 /// Known-issue findings for this machine (and the work directory's
 /// filesystem), stored with the experiment; benchmark-hostile ones are
 /// printed before the first run.
-fn diagnose(exp: &Experiment) -> serde_json::Value {
+fn diagnose(exp: &Experiment) -> StoredDoctor {
     let path = exp.workdir.ancestors().find(|p| p.exists()).map(std::path::Path::to_path_buf);
     let facts = match crate::inspect::Facts::gather(path.as_deref()) {
         Ok(f) => f,
-        Err(e) => return serde_json::json!({ "error": format!("{e:#}") }),
+        Err(e) => return StoredDoctor { error: Some(format!("{e:#}")), ..StoredDoctor::default() },
     };
     let rules = match crate::inspect::builtin_rules() {
         Ok(r) => r,
-        Err(e) => return serde_json::json!({ "error": e.to_string() }),
+        Err(e) => return StoredDoctor { error: Some(e.to_string()), ..StoredDoctor::default() },
     };
     let report = crate::inspect::doctor(&facts, &rules);
-    serde_json::json!({
-        "facts": facts.summary_lines(),
-        "findings": report.findings,
-        "hostile": report.hostile_lines(),
-    })
+    StoredDoctor {
+        facts: facts.summary_lines(),
+        findings: report.findings.iter().map(StoredFinding::from).collect(),
+        hostile: report.hostile_lines(),
+        error: None,
+    }
 }
 
-fn new_experiment(exp: &Experiment, diagnosis: serde_json::Value, kernels: serde_json::Value) -> Result<NewExperiment> {
-    let mut environment = serde_json::to_value(environment::capture())?;
-    environment["doctor"] = diagnosis;
-    environment[crate::record::KERNELS_KEY] = kernels;
-    environment[owner::OWNER_KEY] = serde_json::to_value(crate::sys::identity::ProcessIdentity::current())?;
+fn new_experiment(
+    exp: &Experiment,
+    doctor: StoredDoctor,
+    kernels: BTreeMap<String, VariantKernel>,
+) -> Result<NewExperiment> {
+    let environment = StoredEnvironment {
+        host: environment::capture(),
+        error: None,
+        doctor: Some(doctor),
+        kernels,
+        owner: Some(crate::sys::identity::ProcessIdentity::current().clone()),
+    };
     let planned = exp.min_rounds() * exp.variants.len() * exp.workloads.len();
-    let plan: Vec<PlannedRun> = plan_iter::planned(exp, 0, exp.min_rounds()).take(STORED_PLAN_RUNS).collect();
+    let first_rounds = plan_iter::planned(exp, 0, exp.min_rounds())
+        .take(STORED_PLAN_RUNS)
+        .map(serde_json::to_value)
+        .collect::<serde_json::Result<_>>()?;
+    let plan = StoredPlan {
+        experiment: serde_json::from_value(serde_json::to_value(exp)?).context("storing the experiment's plan")?,
+        first_rounds,
+        first_rounds_total: Some(planned),
+    };
     Ok(NewExperiment {
         name: exp.name.clone(),
         spec_path: exp.source_path.as_ref().map(|p| p.display().to_string()),
         spec_text: exp.source_text.clone(),
         spec_hash: exp.spec_hash.clone(),
         seed: exp.seed,
-        plan_json: serde_json::to_string(
-            &serde_json::json!({ "experiment": exp, "first_rounds": plan, "first_rounds_total": planned }),
-        )?,
-        environment_json: serde_json::to_string(&environment)?,
+        plan,
+        environment,
         variants: exp
             .variants
             .iter()

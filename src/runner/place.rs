@@ -9,12 +9,12 @@
 //! run, and a kernel that fails to boot fails the variant's later runs at
 //! once with the same error instead of waiting for the boot timeout again.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{anyhow, Context, Result};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::guest::{GuestRun, RUN};
 use super::single::{self, RunEnv};
@@ -23,6 +23,7 @@ use crate::experiment::{BootPolicy, Experiment, PlannedRun, VariantConfig};
 use crate::inspect::{KernelConfig, Rule};
 use crate::kernel::{self, KernelArtifacts};
 use crate::record::{RunPlace, RunRecord};
+use crate::stored::{StoredFinding, VariantKernel};
 use crate::vm::{self, VmConfig, VmSession};
 use crate::workload::Workload;
 
@@ -79,42 +80,37 @@ impl Places {
     /// text and the doctor's findings for it), for the experiment's
     /// environment, so `kconfig diff` and the doctor can speak per variant
     /// from the store alone. Each config file is read once.
-    pub fn environment(&self, exp: &Experiment) -> Value {
+    pub fn environment(&self, exp: &Experiment) -> BTreeMap<String, VariantKernel> {
         let host_release = crate::sys::kernel_release();
         let host_config = crate::inspect::environment::kernel_config_path(&host_release);
         let host_text = host_config.as_deref().and_then(|p| KernelConfig::read_text(p).ok());
         let rules = crate::inspect::builtin_rules().ok();
-        let mut out = serde_json::Map::new();
+        let mut out = BTreeMap::new();
         for (i, v) in exp.variants.iter().enumerate() {
-            let (mut entry, release, text) = match self.kernels.get(&i) {
-                Some(k) => {
-                    let text = k.config.as_deref().and_then(|p| KernelConfig::read_text(p).ok());
-                    let entry = json!({
-                        "place": "vm",
-                        "release": k.release,
-                        "source": k.source,
-                        "config_source": k.config,
-                        "config": text,
-                        "vm": v.vm,
-                    });
-                    (entry, k.release.as_str(), text)
-                }
-                None => {
-                    let entry = json!({
-                        "place": "host",
-                        "release": host_release,
-                        "config_source": host_config,
-                        "config": host_text,
-                    });
-                    (entry, host_release.as_str(), host_text.clone())
-                }
+            let mut entry = match self.kernels.get(&i) {
+                Some(k) => VariantKernel {
+                    place: "vm".to_string(),
+                    release: k.release.clone(),
+                    source: Some(k.source.clone()),
+                    config_source: k.config.as_ref().map(|p| p.display().to_string()),
+                    config: k.config.as_deref().and_then(|p| KernelConfig::read_text(p).ok()),
+                    vm: v.vm.as_ref().and_then(|spec| serde_json::to_value(spec).ok()),
+                    ..VariantKernel::default()
+                },
+                None => VariantKernel {
+                    place: "host".to_string(),
+                    release: host_release.clone(),
+                    config_source: host_config.as_ref().map(|p| p.display().to_string()),
+                    config: host_text.clone(),
+                    ..VariantKernel::default()
+                },
             };
-            if let (Some(text), Some(rules)) = (&text, &rules) {
-                entry["findings"] = variant_findings(v, release, text, &entry["config_source"], rules);
+            if let (Some(text), Some(rules)) = (&entry.config, &rules) {
+                entry.findings = variant_findings(v, &entry.release, text, entry.config_source.as_deref(), rules);
             }
             out.insert(v.name.clone(), entry);
         }
-        Value::Object(out)
+        out
     }
 
     /// Run `planned` where its variant runs.
@@ -338,19 +334,28 @@ fn disk_bytes(variant: &VariantConfig) -> u64 {
 /// The doctor's findings for a variant's kernel config and testbed (offline
 /// facts: the config, release, filesystem and mount options), so findings
 /// that differ between kernels can stand next to the verdict.
-fn variant_findings(variant: &VariantConfig, release: &str, config: &str, source: &Value, rules: &[Rule]) -> Value {
-    let source = source.as_str().unwrap_or("the variant's kernel config");
-    let Ok(kconfig) = KernelConfig::parse(config, source) else { return Value::Null };
+fn variant_findings(
+    variant: &VariantConfig,
+    release: &str,
+    config: &str,
+    source: Option<&str>,
+    rules: &[Rule],
+) -> Option<Vec<StoredFinding>> {
+    let source = source.unwrap_or("the variant's kernel config");
+    let kconfig = KernelConfig::parse(config, source).ok()?;
     let facts = crate::inspect::Facts::offline_with(
         Some(kconfig),
         Some(release),
         Some(&variant.testbed.mount).filter(|m| !m.is_empty()).map(String::as_str),
         Some(variant.testbed.fs.fstype()),
-    );
-    let Ok(facts) = facts else { return Value::Null };
-    crate::inspect::doctor(&facts, rules)
-        .findings
-        .iter()
-        .map(|f| json!({ "id": f.id, "title": f.title, "severity": f.severity, "summary": f.summary }))
-        .collect()
+    )
+    .ok()?;
+    let brief = |f: &crate::inspect::Finding| StoredFinding {
+        id: f.id.clone(),
+        title: f.title.clone(),
+        severity: f.severity.as_str().to_string(),
+        summary: f.summary.clone(),
+        ..StoredFinding::default()
+    };
+    Some(crate::inspect::doctor(&facts, rules).findings.iter().map(brief).collect())
 }

@@ -16,8 +16,9 @@ use super::columns::{from_row, insert_one};
 use super::machines::machine_id;
 use super::sql::{int, params, Sql, Value};
 use super::write::{check_new_experiment, insert_experiment, ExperimentDb};
-use super::{now_rfc3339, NewExperiment, Store, EXPERIMENT_STATUSES};
+use super::{now_rfc3339, NewExperiment, Store};
 use crate::inspect::machine::Machine;
+use crate::stored::ExperimentStatus;
 
 /// `K/N`: shard K (1-based) of N.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -53,7 +54,7 @@ pub struct ShardRow {
     pub index: usize,
     #[serde(rename = "shard_count")]
     pub count: usize,
-    /// One of [`EXPERIMENT_STATUSES`].
+    /// An [`ExperimentStatus`] name.
     pub state: String,
     pub hostname: String,
     pub machine_id: Option<i64>,
@@ -351,8 +352,9 @@ impl Store {
     /// from all its shards: complete only when every shard joined and
     /// completed.
     pub fn finish_shard(&mut self, experiment_id: i64, index: usize, state: &str) -> Result<()> {
-        if !EXPERIMENT_STATUSES.contains(&state) {
-            bail!("unknown shard state {state:?}; expected one of {}", EXPERIMENT_STATUSES.join(", "));
+        if state.parse::<ExperimentStatus>().is_err() {
+            let names: Vec<&str> = ExperimentStatus::ALL.iter().map(|s| s.as_str()).collect();
+            bail!("unknown shard state {state:?}; expected one of {}", names.join(", "));
         }
         let loc = self.location();
         self.write(|q| {

@@ -23,7 +23,7 @@ struct JsonExperiment<'a> {
     name: &'a str,
     created_at: &'a str,
     finished_at: Option<&'a str>,
-    status: &'a str,
+    status: crate::stored::ExperimentStatus,
     spec_path: Option<&'a str>,
     spec_hash: &'a str,
     spec_text: &'a str,
@@ -31,8 +31,8 @@ struct JsonExperiment<'a> {
     campaign: Option<&'a str>,
     shard_count: Option<usize>,
     tags: &'a [(String, String)],
-    plan: serde_json::Value,
-    environment: serde_json::Value,
+    plan: &'a crate::stored::StoredPlan,
+    environment: &'a crate::stored::StoredEnvironment,
     variants: Vec<JsonConfigured<'a, super::VariantRow>>,
     workloads: Vec<JsonConfigured<'a, super::WorkloadRow>>,
 }
@@ -82,7 +82,7 @@ pub fn to_json(store: &Store, experiment_id: i64) -> Result<String> {
         name: &e.name,
         created_at: &e.created_at,
         finished_at: e.finished_at.as_deref(),
-        status: &e.status,
+        status: e.status,
         spec_path: e.spec_path.as_deref(),
         spec_hash: &e.spec_hash,
         spec_text: &e.spec_text,
@@ -90,8 +90,8 @@ pub fn to_json(store: &Store, experiment_id: i64) -> Result<String> {
         campaign: meta.campaign.as_deref(),
         shard_count: meta.shard_count,
         tags: &meta.tags,
-        plan: parse("plan", &e.plan_json)?,
-        environment: parse("environment", &e.environment_json)?,
+        plan: &e.plan,
+        environment: &e.environment,
         variants: e
             .variants
             .iter()

@@ -120,8 +120,8 @@ mod tests {
             spec_text: String::new(),
             spec_hash: "h".into(),
             seed: 1,
-            plan_json: "[]".into(),
-            environment_json: "{}".into(),
+            plan: Default::default(),
+            environment: Default::default(),
             variants: vec![],
             workloads: vec![],
         }

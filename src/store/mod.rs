@@ -21,6 +21,7 @@ mod extras;
 mod location;
 mod machines;
 pub mod merge;
+pub mod owner;
 mod pg;
 mod read;
 mod runs;
@@ -43,6 +44,7 @@ use serde::{Deserialize, Serialize};
 use crate::metric::Metric;
 use crate::monitor::DiskTotals;
 use crate::record::{MountFacts, RunStatus};
+use crate::stored::{ExperimentStatus, StoredEnvironment, StoredPlan};
 
 pub use campaign::{CampaignStatus, Shard, ShardRow};
 pub use location::{AsLocation, StoreLocation};
@@ -54,9 +56,6 @@ pub use tags::{automatic_tags, parse_tag};
 
 use pg::{Pg, PgSql};
 use sql::{Lite, Sql};
-
-/// Experiment status values, as stored in `experiments.status`.
-pub const EXPERIMENT_STATUSES: [&str; 4] = ["running", "complete", "interrupted", "failed"];
 
 /// An open fslab result database.
 pub struct Store {
@@ -114,8 +113,8 @@ pub struct WorkloadRow {
 
 /// What [`Store::create_experiment`] needs to start a new experiment.
 ///
-/// The `*_json` fields must hold valid JSON; the store checks this so exports
-/// can always embed them as parsed values.
+/// The `config_json` fields must hold valid JSON; the store checks this so
+/// exports can always embed them as parsed values.
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewExperiment {
     pub name: String,
@@ -126,10 +125,11 @@ pub struct NewExperiment {
     /// Hash of the spec text; with `name`, identifies an experiment to resume.
     pub spec_hash: String,
     pub seed: u64,
-    /// The expanded run plan as JSON.
-    pub plan_json: String,
-    /// The captured environment (kernel, tools, machine) as JSON.
-    pub environment_json: String,
+    /// The resolved experiment and its first rounds.
+    pub plan: StoredPlan,
+    /// The captured environment (kernel, tools, machine, doctor, per-variant
+    /// kernels, owner).
+    pub environment: StoredEnvironment,
     pub variants: Vec<VariantRow>,
     pub workloads: Vec<WorkloadRow>,
 }
@@ -143,14 +143,15 @@ pub struct ExperimentRow {
     pub created_at: String,
     /// RFC 3339; set when the status became complete, interrupted or failed.
     pub finished_at: Option<String>,
-    /// One of [`EXPERIMENT_STATUSES`].
-    pub status: String,
+    /// As every reader sees it: a `running` experiment whose owner is gone
+    /// is `interrupted` ([`owner`]).
+    pub status: ExperimentStatus,
     pub spec_path: Option<String>,
     pub spec_text: String,
     pub spec_hash: String,
     pub seed: u64,
-    pub plan_json: String,
-    pub environment_json: String,
+    pub plan: StoredPlan,
+    pub environment: StoredEnvironment,
     pub variants: Vec<VariantRow>,
     pub workloads: Vec<WorkloadRow>,
 }
@@ -177,7 +178,8 @@ pub struct ExperimentSummary {
     pub id: i64,
     pub name: String,
     pub created_at: String,
-    pub status: String,
+    /// As in [`ExperimentRow::status`].
+    pub status: ExperimentStatus,
     pub runs_ok: usize,
     pub runs_failed: usize,
 }

@@ -13,6 +13,18 @@ use super::{
 };
 use crate::metric::Metric;
 use crate::monitor::{DiskTotals, MonitorData};
+use crate::stored::{self, ExperimentStatus, StoredEnvironment};
+
+/// A line of `list_experiments` as queried (status as stored).
+#[derive(serde::Deserialize)]
+struct SummaryDb {
+    id: i64,
+    name: String,
+    created_at: String,
+    status: String,
+    runs_ok: usize,
+    runs_failed: usize,
+}
 
 /// Fails with "no experiment N in LOC" unless the experiment exists.
 pub(super) fn require_experiment(q: &mut dyn Sql, id: i64, loc: &str) -> Result<()> {
@@ -50,21 +62,26 @@ impl Store {
             };
             let seed =
                 e.seed.parse().with_context(|| format!("experiment {id} in {loc} has a bad seed {:?}", e.seed))?;
+            let status: ExperimentStatus = e.status.parse().with_context(|| format!("experiment {id} in {loc}"))?;
             Ok(ExperimentRow {
                 id: e.id,
                 name: e.name,
                 created_at: e.created_at,
                 finished_at: e.finished_at,
-                status: e.status,
+                status,
                 spec_path: e.spec_path,
                 spec_text: e.spec_text,
                 spec_hash: e.spec_hash,
                 seed,
-                plan_json: e.plan_json,
-                environment_json: e.environment_json,
+                plan: stored::parse(id, "plan", &e.plan_json)?,
+                environment: stored::parse(id, "environment", &e.environment_json)?,
                 variants: variants(q, id)?,
                 workloads: workloads(q, id)?,
             })
+        })
+        .map(|mut row| {
+            row.status = self.effective_status(id, row.status, row.environment.owner.as_ref());
+            row
         })
         .with_context(|| format!("cannot read experiment {id} from {loc}"))
     }
@@ -104,20 +121,47 @@ impl Store {
     /// All experiments, oldest first, with their ok/failed run counts.
     pub fn list_experiments(&self) -> Result<Vec<ExperimentSummary>> {
         let loc = self.location();
-        self.read(|q| {
-            q.query(
-                "SELECT e.id, e.name, e.created_at, e.status,
+        let rows: Vec<SummaryDb> = self
+            .read(|q| {
+                q.query(
+                    "SELECT e.id, e.name, e.created_at, e.status,
                         count(CASE WHEN r.status = 'ok' THEN 1 END) AS runs_ok,
                         count(CASE WHEN r.status = 'failed' THEN 1 END) AS runs_failed
                  FROM experiments e LEFT JOIN runs r ON r.experiment_id = e.id
                  GROUP BY e.id ORDER BY e.id",
-                &[],
-            )?
-            .iter()
-            .map(from_row)
+                    &[],
+                )?
+                .iter()
+                .map(from_row)
+                .collect()
+            })
+            .with_context(|| format!("cannot list experiments in {loc}"))?;
+        rows.into_iter()
+            .map(|r| {
+                let stored: ExperimentStatus =
+                    r.status.parse().with_context(|| format!("experiment {} in {loc}", r.id))?;
+                let status = if stored == ExperimentStatus::Running {
+                    // Only a running one needs its owner, from its environment.
+                    let env: StoredEnvironment = self
+                        .read(|q| {
+                            q.query_one("SELECT environment_json FROM experiments WHERE id = ?1", params![r.id])?.get(0)
+                        })
+                        .and_then(|text: String| stored::parse(r.id, "environment", &text))
+                        .with_context(|| format!("cannot read experiment {} from {loc}", r.id))?;
+                    self.effective_status(r.id, stored, env.owner.as_ref())
+                } else {
+                    stored
+                };
+                Ok(ExperimentSummary {
+                    id: r.id,
+                    name: r.name,
+                    created_at: r.created_at,
+                    status,
+                    runs_ok: r.runs_ok,
+                    runs_failed: r.runs_failed,
+                })
+            })
             .collect()
-        })
-        .with_context(|| format!("cannot list experiments in {loc}"))
     }
 
     /// The newest experiment with this name and spec hash that is not

@@ -49,6 +49,7 @@ const MIGRATIONS: &[Migration] = &[
     ddl(V2_MONITOR),
     ddl(V3_EXTRAS),
     Migration { sql: V4_FLEET, backfill: Some(backfill_v4), after: V4_FLEET_INDEXES },
+    Migration { sql: "", backfill: Some(backfill_v5), after: "" },
 ];
 
 /// v1: experiments, their variants and workloads, runs and workload metrics.
@@ -281,6 +282,42 @@ fn backfill_v4(q: &mut dyn Sql) -> Result<()> {
         let id: i64 = r.get(0)?;
         let uuid = derived_uuid("run", &[r.get(2)?, r.get::<i64, _>(1)?.to_string()]);
         q.execute("UPDATE runs SET uuid = ?1 WHERE id = ?2", params![uuid, id])?;
+    }
+    Ok(())
+}
+
+/// v5, typed documents: an experiment's `plan_json` and `environment_json`
+/// are read as `stored::StoredPlan` and `stored::StoredEnvironment`, which
+/// are JSON objects. The earliest stores wrote the plan as the bare list of
+/// runs; that list becomes the plan's `first_rounds`, and any other
+/// top-level value that is not an object becomes `{}` (it held nothing a
+/// reader used). Written against JSON values, not the Rust types, so later
+/// changes to those types do not change what this step does. Text that is
+/// not JSON at all is left as it is: reading it then fails naming the
+/// experiment and the document.
+fn backfill_v5(q: &mut dyn Sql) -> Result<()> {
+    use serde_json::{json, Value};
+    for r in q.query("SELECT id, plan_json, environment_json FROM experiments", &[])? {
+        let id: i64 = r.get(0)?;
+        let (plan, environment): (String, String) = (r.get(1)?, r.get(2)?);
+        let plan = match serde_json::from_str::<Value>(&plan) {
+            Ok(Value::Array(runs)) => Some(json!({ "first_rounds": runs })),
+            Ok(Value::Object(_)) | Err(_) => None,
+            Ok(_) => Some(json!({})),
+        };
+        let environment = match serde_json::from_str::<Value>(&environment) {
+            Ok(Value::Object(_)) | Err(_) => None,
+            Ok(_) => Some(json!({})),
+        };
+        if let Some(plan) = plan {
+            q.execute("UPDATE experiments SET plan_json = ?1 WHERE id = ?2", params![plan.to_string(), id])?;
+        }
+        if let Some(environment) = environment {
+            q.execute(
+                "UPDATE experiments SET environment_json = ?1 WHERE id = ?2",
+                params![environment.to_string(), id],
+            )?;
+        }
     }
     Ok(())
 }

@@ -7,8 +7,9 @@ use super::campaign::{heartbeat, shard_count, update_campaign_status};
 use super::columns::insert_one;
 use super::runs::{put_run, Existing, FullRun};
 use super::sql::{params, Sql, Value};
-use super::{check_json, now_rfc3339, NewExperiment, RunContext, Store, VariantRow, WorkloadRow, EXPERIMENT_STATUSES};
+use super::{check_json, now_rfc3339, NewExperiment, RunContext, Store, VariantRow, WorkloadRow};
 use crate::record::RunRecord;
+use crate::stored::ExperimentStatus;
 
 /// The `experiments` table's columns, one field each.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -43,13 +44,14 @@ impl ExperimentDb {
             name: e.name.clone(),
             created_at: now_rfc3339(),
             finished_at: None,
-            status: "running".into(),
+            status: ExperimentStatus::Running.as_str().into(),
             spec_path: e.spec_path.clone(),
             spec_text: e.spec_text.clone(),
             spec_hash: e.spec_hash.clone(),
             seed: e.seed.to_string(),
-            plan_json: e.plan_json.clone(),
-            environment_json: e.environment_json.clone(),
+            // Structs with string-keyed maps only: serializing cannot fail.
+            plan_json: serde_json::to_string(&e.plan).expect("the plan serializes"),
+            environment_json: serde_json::to_string(&e.environment).expect("the environment serializes"),
             campaign: None,
             shard_count: None,
         }
@@ -59,8 +61,6 @@ impl ExperimentDb {
 /// Checked before writing so exports can always embed these as parsed JSON.
 pub(super) fn check_new_experiment(e: &NewExperiment) -> Result<()> {
     let of = format!("of experiment {:?}", e.name);
-    check_json(&format!("plan_json {of}"), &e.plan_json)?;
-    check_json(&format!("environment_json {of}"), &e.environment_json)?;
     for v in &e.variants {
         check_json(&format!("config_json of variant {:?} {of}", v.name), &v.config_json)?;
     }
@@ -106,18 +106,17 @@ impl Store {
             .with_context(|| format!("cannot record experiment {:?} in {loc}", e.name))
     }
 
-    /// Sets an experiment's status (one of [`EXPERIMENT_STATUSES`]).
+    /// Sets an experiment's status (an [`ExperimentStatus`] or its name).
     ///
     /// `complete`, `interrupted` and `failed` stamp `finished_at` with the
     /// current time; `running` (a resume) clears it. For a campaign's
     /// experiment, while this store's [`RunContext::shard`] is set, this
     /// ends that shard instead ([`Store::finish_shard`]) and the experiment
     /// is complete only when all shards are.
-    pub fn set_experiment_status(&mut self, id: i64, status: &str) -> Result<()> {
+    pub fn set_experiment_status(&mut self, id: i64, status: impl AsRef<str>) -> Result<()> {
         let loc = self.location();
-        if !EXPERIMENT_STATUSES.contains(&status) {
-            bail!("unknown experiment status {status:?}; expected one of {}", EXPERIMENT_STATUSES.join(", "));
-        }
+        let status: ExperimentStatus = status.as_ref().parse()?;
+        let status = status.as_str();
         if let Some(shard) = self.context.shard {
             let is_campaign = self.read(|q| shard_count(q, id)).map_err(|e| anyhow!("{e:#} in {loc}"))?.is_some();
             if is_campaign {

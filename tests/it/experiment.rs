@@ -54,7 +54,7 @@ fn ab_throttle_is_regressed_on_total_s() {
         assert!(run.geometry.unwrap().contains("Block count"));
     }
     let env: serde_json::Value =
-        serde_json::from_str(&store.experiment(summary.experiment_id).unwrap().environment_json).unwrap();
+        serde_json::to_value(&store.experiment(summary.experiment_id).unwrap().environment).unwrap();
     assert!(env["kernel_release"].as_str().is_some_and(|k| !k.is_empty()), "{env}");
 }
 

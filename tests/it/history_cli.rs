@@ -170,3 +170,104 @@ fn compare_history_and_check_across_experiments() {
     assert_eq!(fslab(&lab.db, &["history", "wall_s"]).code, 2);
     assert_eq!(fslab(&lab.db, &["compare", "--experiments", "1"]).code, 2);
 }
+
+/// Writes `0.01` into `fifo` once a reader has it open (a run's `cat`
+/// waiting in `open`); false if none came before `deadline`.
+fn feed(fifo: &Path, deadline: std::time::Instant) -> bool {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    while std::time::Instant::now() < deadline {
+        // Non-blocking: fails with ENXIO while nobody reads, so the test never hangs.
+        match std::fs::OpenOptions::new().write(true).custom_flags(libc::O_NONBLOCK).open(fifo) {
+            Ok(mut f) => return f.write_all(b"0.01").is_ok(),
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
+    false
+}
+
+/// Is a `cat FIFO` running (a run blocked reading its duration)?
+fn cat_waits_on(fifo: &Path) -> bool {
+    let wanted = format!("cat\0{}\0", fifo.display());
+    std::fs::read_dir("/proc").into_iter().flatten().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| c.ends_with(wanted.as_bytes()) && c.starts_with(b"cat"))
+    })
+}
+
+/// A `fslab run` killed with SIGKILL mid-run: `list`, `history`, `check`
+/// and `compare --by` all see its experiment as interrupted (the store
+/// decides an owner's liveness once, for every command).
+#[test]
+fn a_killed_experiment_is_interrupted_in_list_history_check_and_compare_by() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let lab = Lab::new();
+    lab.run(0.01, "old");
+    lab.run(0.01, "old");
+    // The third experiment's runs read their duration from a FIFO: the
+    // first gets one, the second blocks in `cat` until the test writes.
+    let fifo = lab.root.join("throttle");
+    std::fs::remove_file(&fifo).unwrap();
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let mut child = Command::new(common::fslab_bin())
+        .args(["run", lab.spec.to_str().unwrap(), "--tag", "build=killed", "--db"])
+        .arg(&lab.db)
+        .env_remove("FSLAB_DB")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let fed = feed(&fifo, deadline);
+    let one_run = || {
+        fslab::store::Store::open_existing(&lab.db)
+            .and_then(|s| s.runs(3))
+            .is_ok_and(|runs| runs.iter().any(|r| r.status == fslab::record::RunStatus::Ok))
+    };
+    while !(fed && one_run() && cat_waits_on(&fifo)) {
+        if !fed || std::time::Instant::now() > deadline || child.try_wait().unwrap().is_some() {
+            let _ = child.kill();
+            panic!("experiment 3 never got to its second run (fed: {fed})");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let running = fslab(&lab.db, &["list", "--json"]).json();
+    assert_eq!(running[2]["status"], "running", "{running:#}");
+
+    child.kill().unwrap(); // SIGKILL
+    let _ = child.wait();
+    // The orphaned `cat` of the second run gets its line and ends; then
+    // what the killed fslab left is removed (only this test's work directory).
+    assert!(feed(&fifo, std::time::Instant::now() + std::time::Duration::from_secs(30)));
+    let work = lab.root.join("work");
+    let cleaned = Command::new(common::fslab_bin()).args(["cleanup", "--workdir"]).arg(&work).output().unwrap();
+    assert!(cleaned.status.success(), "{}", String::from_utf8_lossy(&cleaned.stderr));
+
+    let list = fslab(&lab.db, &["list", "--json"]).json();
+    assert_eq!(list[2]["id"], 3, "{list:#}");
+    assert_eq!(list[2]["status"], "interrupted", "{list:#}");
+
+    let h = fslab(&lab.db, &["history", "w/wall_s", "--json"]);
+    assert_eq!(h.code, 0, "{}", h.stderr);
+    let h = h.json();
+    let last = h["points"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (last["experiment_id"].clone(), last["interrupted"].clone()),
+        (3.into(), serde_json::json!([3])),
+        "{h:#}"
+    );
+
+    let c = fslab(&lab.db, &["check", "--json"]);
+    assert_eq!(c.code, 0, "{}\n{}", c.stdout, c.stderr);
+    let c = c.json();
+    assert_eq!((c["experiment"].clone(), c["status"].clone()), (3.into(), "interrupted".into()), "{c:#}");
+
+    let by = fslab(&lab.db, &["compare", "--by", "build", "--json"]);
+    assert_eq!(by.code, 0, "{}", by.stderr);
+    let by = by.json();
+    let killed = by["groups"].as_array().unwrap().iter().find(|g| g["label"] == "build=killed").unwrap().clone();
+    assert_eq!(killed["interrupted"], serde_json::json!([3]), "{by:#}");
+    let old = by["groups"].as_array().unwrap().iter().find(|g| g["label"] == "build=old").unwrap().clone();
+    assert!(old.get("interrupted").is_none(), "{by:#}");
+}

@@ -119,7 +119,7 @@ command = "dd if=/dev/zero of=data bs=1M count=12 oflag=direct status=none"
     assert_eq!(k61.release, release_from_name(&deb61));
 
     // The configs are stored per variant, and kconfig diff reads them from there.
-    let environment: Value = serde_json::from_str(&store.experiment(id).unwrap().environment_json).unwrap();
+    let environment: Value = serde_json::to_value(&store.experiment(id).unwrap().environment).unwrap();
     let kernels = &environment["kernels"];
     let config = |v: &str| kernels[v]["config"].as_str().unwrap_or_default().to_string();
     assert!(config("6.1").contains("CONFIG_EXT4_FS"), "{}", kernels["6.1"]);

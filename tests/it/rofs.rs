@@ -359,7 +359,7 @@ fn two_squashfs_variants_run_through_the_runner_and_store() {
         assert!(names.contains(name), "{name} not in {names:?}");
     }
     let env: serde_json::Value =
-        serde_json::from_str(&store.experiment(summary.experiment_id).unwrap().environment_json).unwrap();
+        serde_json::to_value(&store.experiment(summary.experiment_id).unwrap().environment).unwrap();
     if fslab::inspect::KernelConfig::load_running().is_ok() {
         assert!(env["squashfs_config"]["CONFIG_SQUASHFS"].is_string(), "{}", env["squashfs_config"]);
     }

@@ -30,8 +30,8 @@ fn store_with_runs(path: &Path, runs: usize, value: f64) {
             spec_text: "x".into(),
             spec_hash: "h".into(),
             seed: 1,
-            plan_json: "{}".into(),
-            environment_json: "{}".into(),
+            plan: Default::default(),
+            environment: Default::default(),
             variants: vec![VariantRow { position: 0, name: "a".into(), config_json: "{}".into() }],
             workloads: vec![WorkloadRow {
                 position: 0,

@@ -79,7 +79,7 @@ pub fn render_html(d: &ReportData) -> String {
          <a href=\"#environment\">environment</a><a href=\"#doctor\">doctor</a><a href=\"#extras\">block trace &amp; fs internals</a></nav></header>",
         esc(&d.experiment.name),
         d.experiment.id,
-        esc(&d.experiment.status),
+        esc(d.experiment.status.as_str()),
         esc(&d.comparison.baseline)
     );
     sections::answer(d, &mut body);
@@ -137,18 +137,16 @@ mod tests {
                 name: "x".into(),
                 created_at: "now".into(),
                 finished_at: None,
-                status: "complete".into(),
+                status: crate::stored::ExperimentStatus::Complete,
                 spec_path: None,
                 spec_text: String::new(),
                 spec_hash: String::new(),
                 seed: 1,
-                plan_json: "{}".into(),
-                environment_json: "{}".into(),
+                plan: Default::default(),
+                environment: Default::default(),
                 variants: vec![VariantRow { position: 0, name: "a".into(), config_json: "{}".into() }],
                 workloads: vec![],
             },
-            plan: Value::Null,
-            environment: Value::Null,
             comparison: crate::report::data::ComparisonData {
                 baseline: "a".into(),
                 theta: 0.02,

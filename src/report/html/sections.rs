@@ -67,7 +67,7 @@ pub fn answer(d: &ReportData, out: &mut String) {
             let _ = write!(out, "<p class=\"warning\">{}</p>", esc(&line));
         }
     }
-    let hostile = d.environment["doctor"]["hostile"].as_array().map(Vec::len).unwrap_or(0);
+    let hostile = d.experiment.environment.doctor.as_ref().map_or(0, |doc| doc.hostile.len());
     if hostile > 0 {
         let _ = write!(
             out,
@@ -452,25 +452,28 @@ pub fn extras(d: &ReportData, out: &mut String) {
 /// The experiment's settings, its file as run, and the variants side by side.
 pub fn experiment(d: &ReportData, out: &mut String) {
     let e = &d.experiment;
-    let spec = &d.plan["experiment"];
+    let spec = &e.plan.experiment;
     let _ = write!(out, "<section id=\"experiment\"><h2>Experiment</h2><table>");
     let mut kv = |k: &str, v: String| {
         let _ = write!(out, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&v));
     };
     kv("id", e.id.to_string());
     kv("name", e.name.clone());
-    if let Some(desc) = spec["description"].as_str() {
-        kv("description", desc.to_string());
+    if let Some(desc) = &spec.description {
+        kv("description", desc.clone());
     }
-    kv("status", e.status.clone());
+    kv("status", e.status.to_string());
     kv("created", e.created_at.clone());
     kv("finished", e.finished_at.clone().unwrap_or_else(|| human::NONE.into()));
     if let Some(p) = &e.spec_path {
         kv("spec file", p.clone());
     }
     kv("seed", e.seed.to_string());
-    kv("order", json_text(&spec["order"]));
-    kv("repetitions", json_text(&spec["repetitions"]));
+    kv("order", spec.order.as_ref().map(json_text).unwrap_or_default());
+    kv(
+        "repetitions",
+        spec.repetitions.and_then(|r| serde_json::to_value(r).ok()).map(|r| json_text(&r)).unwrap_or_default(),
+    );
     kv("baseline", d.comparison.baseline.clone());
     kv("θ / α", format!("±{}% / {}", human::number(d.comparison.theta * 100.0), d.comparison.alpha));
     let workloads: Vec<String> = e.workloads.iter().map(|w| format!("{} ({})", w.label, w.kind)).collect();
@@ -507,100 +510,89 @@ pub fn experiment(d: &ReportData, out: &mut String) {
 
 /// The machine: kernel, CPU, memory, tool versions (folded).
 pub fn environment(d: &ReportData, out: &mut String) {
-    let env = &d.environment;
+    let stored = &d.experiment.environment;
+    let env = &stored.host;
     out.push_str("<section id=\"environment\"><h2>Environment</h2><details><summary>");
     let _ = write!(
         out,
         "{} · {} × {}</summary><table>",
-        esc(&format!("{} {}", json_text(&env["kernel_release"]), json_text(&env["hostname"]))),
-        esc(&json_text(&env["cpu_count"])),
-        esc(&json_text(&env["cpu_model"]))
+        esc(&format!("{} {}", env.kernel_release, env.hostname)),
+        env.cpu_count,
+        esc(&env.cpu_model)
     );
     let mut kv = |k: &str, v: String| {
         let _ = write!(out, "<tr><th>{}</th><td>{}</td></tr>", esc(k), esc(&v));
     };
-    kv("kernel", format!("{} {}", json_text(&env["kernel_release"]), json_text(&env["kernel_version"])));
-    kv("command line", json_text(&env["kernel_cmdline"]));
-    kv("CPU", format!("{} × {}", json_text(&env["cpu_count"]), json_text(&env["cpu_model"])));
-    kv(
-        "memory",
-        env["mem_total_kb"].as_f64().map(|kb| human::bytes(kb * 1024.0)).unwrap_or_else(|| human::NONE.into()),
-    );
-    kv("host", json_text(&env["hostname"]));
-    kv("kernel config", json_text(&env["kernel_config_source"]));
-    kv("captured", json_text(&env["captured_at"]));
-    if let Some(err) = env["error"].as_str() {
-        kv("error", err.to_string());
+    kv("kernel", format!("{} {}", env.kernel_release, env.kernel_version));
+    kv("command line", env.kernel_cmdline.clone());
+    kv("CPU", format!("{} × {}", env.cpu_count, env.cpu_model));
+    kv("memory", human::bytes(env.mem_total_kb as f64 * 1024.0));
+    kv("host", env.hostname.clone());
+    kv("kernel config", env.kernel_config_source.clone().unwrap_or_default());
+    kv("captured", env.captured_at.clone());
+    if let Some(err) = &stored.error {
+        kv("error", err.clone());
     }
     out.push_str("</table>");
-    if let Some(tools) = env["tools"].as_object() {
-        out.push_str("<h3>Tool versions</h3><table>");
-        for (k, v) in tools {
-            let _ = write!(out, "<tr><th>{}</th><td><code>{}</code></td></tr>", esc(k), esc(&json_text(v)));
-        }
-        out.push_str("</table>");
+    out.push_str("<h3>Tool versions</h3><table>");
+    for (k, v) in &env.tools {
+        let _ = write!(out, "<tr><th>{}</th><td><code>{}</code></td></tr>", esc(k), esc(v));
     }
+    out.push_str("</table>");
     out.push_str("</details></section>");
 }
 
 /// What `fslab doctor` found when the experiment started.
 pub fn doctor(d: &ReportData, out: &mut String) {
-    let doc = &d.environment["doctor"];
     out.push_str("<section id=\"doctor\"><h2>Doctor findings at run start</h2>");
-    if doc.is_null() {
+    let Some(doc) = &d.experiment.environment.doctor else {
         out.push_str("<p class=\"muted\">No doctor diagnosis was recorded with this experiment.</p></section>");
         return;
-    }
-    if let Some(err) = doc["error"].as_str() {
+    };
+    if let Some(err) = &doc.error {
         let _ = write!(out, "<p>The doctor could not run: {}</p>", esc(err));
     }
-    let findings = doc["findings"].as_array().cloned().unwrap_or_default();
-    if findings.is_empty() && doc["error"].is_null() {
+    if doc.findings.is_empty() && doc.error.is_none() {
         out.push_str("<p>No known issue applied to this machine.</p>");
     }
-    for f in &findings {
-        let sev = json_text(&f["severity"]).to_lowercase();
+    for f in &doc.findings {
+        let sev = f.severity.to_lowercase();
         let sev_class: String = sev.chars().filter(|c| c.is_ascii_alphanumeric()).collect();
         let _ = write!(
             out,
             "<div class=\"finding sev-{sev_class}\"><b>{}</b> <span class=\"muted\">[{}{}] {}</span><p>{}</p>",
-            esc(&json_text(&f["title"])),
+            esc(&f.title),
             esc(&sev),
-            if f["benchmark_hostile"].as_bool() == Some(true) { ", benchmark-hostile" } else { "" },
-            esc(&json_text(&f["id"])),
-            esc(&json_text(&f["summary"]))
+            if f.benchmark_hostile { ", benchmark-hostile" } else { "" },
+            esc(&f.id),
+            esc(&f.summary)
         );
-        if let Some(advice) = f["advice"].as_str().filter(|a| !a.is_empty()) {
-            let _ = write!(out, "<p><i>Advice:</i> {}</p>", esc(advice));
+        if !f.advice.is_empty() {
+            let _ = write!(out, "<p><i>Advice:</i> {}</p>", esc(&f.advice));
         }
-        let evidence: Vec<String> =
-            f["evidence"].as_array().map(|a| a.iter().map(json_text).collect()).unwrap_or_default();
-        if !evidence.is_empty() {
+        if !f.evidence.is_empty() {
             out.push_str("<ul>");
-            for e in evidence {
-                let _ = write!(out, "<li><code>{}</code></li>", esc(&e));
+            for e in &f.evidence {
+                let _ = write!(out, "<li><code>{}</code></li>", esc(e));
             }
             out.push_str("</ul>");
         }
-        for (k, label) in [("affected", "affected"), ("fixed_in", "fixed in")] {
-            if let Some(v) = f[k].as_str() {
+        for (v, label) in [(&f.affected, "affected"), (&f.fixed_in, "fixed in")] {
+            if let Some(v) = v {
                 let _ = write!(out, "<span class=\"muted\">{label}: {}</span> ", esc(v));
             }
         }
         // References as plain text: the report itself never links out.
-        let refs: Vec<String> =
-            f["references"].as_array().map(|a| a.iter().map(json_text).collect()).unwrap_or_default();
-        if !refs.is_empty() {
-            let _ = write!(out, "<p class=\"muted\">references: {}</p>", esc(&refs.join(" · ")));
+        if !f.references.is_empty() {
+            let _ = write!(out, "<p class=\"muted\">references: {}</p>", esc(&f.references.join(" · ")));
         }
         out.push_str("</div>");
     }
-    let facts: Vec<String> = doc["facts"].as_array().map(|a| a.iter().map(json_text).collect()).unwrap_or_default();
-    if !facts.is_empty() {
+    if !doc.facts.is_empty() {
         let _ = write!(
             out,
             "<details><summary>facts the doctor saw</summary><pre>{}</pre></details>",
-            esc(&facts.join("\n"))
+            esc(&doc.facts.join("\n"))
         );
     }
     out.push_str("</section>");

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::store::sql::params;
+use crate::stored::ExperimentStatus;
 
 #[test]
 fn round_trip_full_run() {
@@ -95,8 +96,8 @@ fn experiment_round_trip_and_status() {
         assert_eq!(e.spec_text, new.spec_text);
         assert_eq!(e.spec_hash, new.spec_hash);
         assert_eq!(e.seed, u64::MAX);
-        assert_eq!(e.plan_json, new.plan_json);
-        assert_eq!(e.environment_json, new.environment_json);
+        assert_eq!(e.plan, new.plan);
+        assert_eq!(e.environment, new.environment);
         assert_eq!(e.variants, new.variants);
         assert_eq!(e.workloads, new.workloads);
         let meta = store.experiment_meta(id).unwrap();
@@ -125,14 +126,32 @@ fn experiment_round_trip_and_status() {
 }
 
 #[test]
-fn create_experiment_rejects_bad_json_and_duplicate_names() {
+fn a_stored_document_that_does_not_parse_names_experiment_and_field() {
+    for db in test_dbs("bad_doc") {
+        let mut store = db.open();
+        let id = store.create_experiment(&new_exp("e", "h")).unwrap();
+        store
+            .write(|q| {
+                q.execute(
+                    "UPDATE experiments SET environment_json = ?1 WHERE id = ?2",
+                    params![r#"{"kernels":{"a":{"place":"vm","release":3}}}"#, id],
+                )
+            })
+            .unwrap();
+        let e = err_text(store.experiment(id).unwrap_err());
+        assert!(
+            e.contains(&format!("experiment {id}: stored environment does not parse at `kernels.a.release`")),
+            "{e}"
+        );
+        let e = err_text(store.list_experiments().unwrap_err());
+        assert!(e.contains(&format!("experiment {id}: stored environment")), "{e}");
+    }
+}
+
+#[test]
+fn create_experiment_rejects_duplicate_names() {
     for db in test_dbs("bad_json") {
         let mut store = db.open();
-        let mut bad = new_exp("e", "h");
-        bad.environment_json = "{not json".into();
-        let e = err_text(store.create_experiment(&bad).unwrap_err());
-        assert!(e.contains("environment_json of experiment \"e\" is not valid JSON"), "{e}");
-
         let mut dup = new_exp("e", "h");
         dup.variants.push(variant(2, "zeta"));
         let e = err_text(store.create_experiment(&dup).unwrap_err());
@@ -256,6 +275,30 @@ fn failed_run_is_replaced_but_ok_run_is_not() {
 }
 
 #[test]
+fn v5_turns_legacy_documents_into_typed_ones() {
+    for db in test_dbs("v5_docs") {
+        let exp = {
+            let mut old = Store::open_at(&db.location, 4, Create::Yes).unwrap();
+            old.write(|q| {
+                q.execute(
+                    "INSERT INTO experiments (uuid, name, created_at, status, spec_path, spec_text, spec_hash, seed,
+                                              plan_json, environment_json)
+                     VALUES ('u-v5', 'legacy', '2024-01-01T00:00:00Z', 'complete', NULL, 'x', 'h', '7',
+                             '[{\"seq\":0},{\"seq\":1}]', 'null')",
+                    &[],
+                )?;
+                q.query_one("SELECT max(id) FROM experiments", &[])?.get::<i64, _>(0)
+            })
+            .unwrap()
+        };
+        let store = Store::open_existing(&db.location).unwrap();
+        let e = store.experiment(exp).unwrap();
+        assert_eq!(e.plan.first_rounds, vec![serde_json::json!({"seq": 0}), serde_json::json!({"seq": 1})]);
+        assert_eq!(e.environment, crate::stored::StoredEnvironment::default());
+    }
+}
+
+#[test]
 fn older_schema_is_upgraded() {
     for db in test_dbs("upgrade") {
         let exp = {
@@ -306,6 +349,9 @@ fn older_schema_is_upgraded() {
 
         let mut store = Store::open_existing(&db.location).unwrap();
         assert_eq!(store.schema_version().unwrap(), SCHEMA_VERSION);
+        // v5: the legacy plan (a bare run list) reads as a typed plan.
+        let legacy = store.experiment(exp).unwrap();
+        assert_eq!((legacy.status, legacy.plan.first_rounds.len()), (ExperimentStatus::Complete, 0));
         let runs = store.runs(exp).unwrap();
         assert_eq!(runs.len(), 1);
         assert_eq!(runs[0].metrics, vec![Metric::lower("elapsed", "s", 3.5)]);
@@ -634,7 +680,7 @@ fn json_export_parses_back_with_expected_keys() {
         assert_eq!(e["name"], "boot");
         assert_eq!(e["status"], "complete");
         assert_eq!(e["seed"].as_u64(), Some(u64::MAX));
-        assert_eq!(e["environment"]["kernel"], "6.8.0", "environment must be parsed JSON");
+        assert_eq!(e["environment"]["kernel_release"], "6.8.0", "environment must be parsed JSON");
         assert_eq!(e["variants"][1]["name"], "alpha");
         assert_eq!(e["workloads"][0]["config"]["files"], 1000);
         assert_eq!(e["tags"], serde_json::json!([["team", "storage"]]));

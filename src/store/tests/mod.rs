@@ -134,8 +134,15 @@ pub(crate) fn new_exp(name: &str, hash: &str) -> NewExperiment {
         spec_text: "name = \"x\"\n".into(),
         spec_hash: hash.into(),
         seed: u64::MAX, // above i64::MAX on purpose
-        plan_json: "[{\"seq\":0}]".into(),
-        environment_json: "{\"kernel\":\"6.8.0\",\"cpus\":2}".into(),
+        plan: crate::stored::StoredPlan { first_rounds: vec![serde_json::json!({"seq": 0})], ..Default::default() },
+        environment: crate::stored::StoredEnvironment {
+            host: crate::inspect::environment::Environment {
+                kernel_release: "6.8.0".into(),
+                cpu_count: 2,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
         variants: vec![variant(0, "zeta"), variant(1, "alpha")],
         workloads: vec![workload(0, "second"), workload(1, "first")],
     }
