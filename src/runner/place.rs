@@ -93,6 +93,7 @@ impl Places {
                         "place": "vm",
                         "release": k.release,
                         "source": k.source,
+                        "package": k.package,
                         "config_source": k.config,
                         "config": text,
                         "vm": v.vm,
@@ -256,13 +257,11 @@ impl Places {
     }
 }
 
-/// Where unpacked kernels are kept: `$FSLAB_KERNEL_CACHE`, else the
-/// experiment's cache. Entries are named by the package's content hash, so
-/// one cache can serve every experiment (a package unpacks to hundreds of MB).
-pub const KERNEL_CACHE_ENV: &str = "FSLAB_KERNEL_CACHE";
-
+/// Where unpacked kernels are kept ([`kernel::cache_dir`]). Entries are
+/// named by the package's content hash, so one cache can serve every
+/// experiment (a package unpacks to hundreds of MB).
 fn kernel_cache(exp: &Experiment) -> PathBuf {
-    std::env::var_os(KERNEL_CACHE_ENV).map(PathBuf::from).unwrap_or_else(|| exp.cache_dir())
+    kernel::cache_dir(&exp.workdir)
 }
 
 /// The VM of `variant`: sized as its `vm` says, a testbed disk as large as
