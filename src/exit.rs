@@ -83,7 +83,12 @@ impl std::error::Error for Classified {
     }
 }
 
+/// The class given where an error was made wins over one added on the way up
+/// (an experiment file that needs the network fails with 3, not 2).
 fn classified(exit: Exit, error: anyhow::Error) -> anyhow::Error {
+    if error.chain().any(|e| e.is::<Classified>()) {
+        return error;
+    }
     anyhow::Error::new(Classified { exit, error })
 }
 

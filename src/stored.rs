@@ -279,13 +279,8 @@ pub struct VariantKernel {
     pub package: Option<KernelPackage>,
 }
 
-/// A Debian kernel package.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KernelPackage {
-    pub name: String,
-    pub version: String,
-    pub suite: String,
-}
+/// The Debian package a kernel came from (the resolver's own record).
+pub use crate::kernel::KernelPackage;
 
 /// Parses stored document `field` of experiment `id`; the error names the
 /// experiment, the document and the path inside it that did not parse.

@@ -9,6 +9,7 @@ mod guest;
 mod history;
 mod inspect;
 mod iostat;
+mod kernel;
 mod maintenance;
 mod merge;
 mod plan;
@@ -104,6 +105,8 @@ enum Command {
     Doctor(inspect::DoctorArgs),
     /// Kernel config tools.
     Kconfig(inspect::KconfigArgs),
+    /// Kernels for `kernel = "debian:…"` variants: list cached and available ones, fetch, prune the cache.
+    Kernel(kernel::KernelArgs),
     /// Parse, summarize, compare and record iostat logs (from any machine).
     Iostat(iostat::IostatArgs),
     /// Find which differing setting between a good and a bad variant carries a regression (ddmin).
@@ -137,6 +140,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Cleanup(args) => maintenance::cleanup(args),
         Command::Doctor(args) => inspect::doctor_cmd(args),
         Command::Kconfig(args) => inspect::kconfig(args),
+        Command::Kernel(args) => kernel::kernel_cmd(args),
         Command::Iostat(args) => iostat::iostat(args),
         Command::BisectOptions(args) => bisect::bisect(args),
         Command::BisectCommits(args) => bisect_commits::bisect_commits_cmd(args),

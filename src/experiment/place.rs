@@ -8,6 +8,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
+use crate::kernel::debian::{Archive, ResolveError, Wanted};
 use crate::kernel::KernelSource;
 use crate::keys::Source;
 use crate::testbed::{FsKind, Medium};
@@ -85,6 +86,7 @@ pub fn resolve(
     kernel: Option<&Spanned<toml::Value>>,
     vm: Option<&Spanned<VmKeys>>,
     fs: &FsKind,
+    kernel_cache: &std::path::Path,
 ) -> Result<(Option<KernelSpec>, Option<VmSpec>)> {
     let Some(kernel) = kernel else { return Ok((None, None)) };
     if fs.medium() == Medium::Directory {
@@ -93,6 +95,19 @@ pub fn resolve(
             "kernel",
             format!("cannot be used with fs = \"{fs}\": the guest builds its own testbed"),
         ));
+    }
+    if let Some(wanted) = kernel.get_ref().as_str().and_then(Wanted::parse) {
+        let wanted = wanted.map_err(|e| src.err(kernel.span(), "kernel", format!("{e:#}")))?;
+        let found = Archive::at(kernel_cache).resolve(&wanted).map_err(|e| {
+            let located = src.err(kernel.span(), "kernel", &e);
+            match e {
+                ResolveError::Offline(_) => crate::exit::environment(located),
+                ResolveError::NoMatch(_) => crate::exit::usage(located),
+                ResolveError::Other(_) => located,
+            }
+        })?;
+        let release = found.package.kernel_release().to_string();
+        return Ok((Some(KernelSpec { source: KernelSource::Debian(found), release }), Some(resolve_vm(src, vm)?)));
     }
     let path = |key: &str, value: &toml::Value| -> Result<std::path::PathBuf> {
         match value.as_str() {

@@ -34,6 +34,9 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
     let workdir_span = top.key_span("workdir");
     let file: TopKeys = top.parse(src)?;
     let mut system_paths = Vec::new();
+    let workdir = PathBuf::from(file.workdir.clone().unwrap_or_else(|| DEFAULT_WORKDIR.to_string()));
+    // Archive kernels (`debian:…`) are looked up in the kernel cache's lists.
+    let kernel_cache = crate::kernel::cache_dir(&workdir);
 
     let Some(name) = &file.name else {
         return Err(src.err(0..0, "name", "the experiment needs a `name = \"…\"`"));
@@ -73,7 +76,7 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
     }
     let mut variants: Vec<VariantConfig> = Vec::new();
     for table in variant_tables {
-        let (variant, name_span, fs_span) = resolve_variant(src, table, &defaults)?;
+        let (variant, name_span, fs_span) = resolve_variant(src, table, &defaults, &kernel_cache)?;
         if let FsKind::Dir(path) = &variant.testbed.fs {
             if let Some(why) = system_dir(path) {
                 let msg = format!("{why}: a `dir:` testbed's runs create and delete files there");
@@ -123,7 +126,6 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
             b.get_ref().clone()
         }
     };
-    let workdir = PathBuf::from(file.workdir.clone().unwrap_or_else(|| DEFAULT_WORKDIR.to_string()));
     if let (Some(span), Some(why)) = (workdir_span, system_dir(&workdir)) {
         let msg = format!("{why}: fslab creates testbeds and its input cache there");
         system_paths.push(("workdir".to_string(), format!("{:#}", src.err(span, "workdir", msg))));
@@ -174,6 +176,7 @@ fn resolve_variant<'a>(
     src: &Source,
     mut table: Table<'a>,
     defaults: &Table<'a>,
+    kernel_cache: &std::path::Path,
 ) -> Result<(VariantConfig, Span, Span)> {
     let header = table.span.clone();
     table.inherit(defaults);
@@ -265,7 +268,7 @@ fn resolve_variant<'a>(
             return Err(src.err(fs_value.span(), key, msg));
         }
     }
-    let (kernel, vm) = super::place::resolve(src, keys.kernel.as_ref(), keys.vm.as_ref(), &kind)?;
+    let (kernel, vm) = super::place::resolve(src, keys.kernel.as_ref(), keys.vm.as_ref(), &kind, kernel_cache)?;
     Ok((VariantConfig { name: name_text, testbed: config, kernel, vm }, name.span(), fs_value.span()))
 }
 

@@ -50,9 +50,69 @@ pub fn entry(kernels: &Path, key: &str, build: impl FnOnce(&Path) -> Result<()>)
     Ok(done)
 }
 
+/// A finished entry of the cache.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct CachedEntry {
+    /// The directory name: the package's SHA-256, or a staging key.
+    pub key: String,
+    pub path: PathBuf,
+    /// The kernel release of its image, when it holds one.
+    pub release: Option<String>,
+    /// The package it was unpacked from (entries made before fslab kept this say nothing).
+    pub package: Option<super::EntryInfo>,
+    /// Bytes on disk (symlinks not followed).
+    pub bytes: u64,
+}
+
+/// Every finished entry under `<cache>/kernels`, by release.
+pub fn entries(cache: &Path) -> Result<Vec<CachedEntry>> {
+    let kernels = kernels_dir(cache);
+    let Ok(dir) = fs::read_dir(&kernels) else { return Ok(Vec::new()) };
+    let mut found = Vec::new();
+    for e in dir.flatten() {
+        let key = e.file_name().to_string_lossy().into_owned();
+        if key.starts_with('.') || !e.path().is_dir() {
+            continue;
+        }
+        let path = e.path();
+        let release = fs::read_dir(path.join("boot"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .find(|b| b.file_name().to_string_lossy().starts_with("vmlinuz-"))
+            .and_then(|b| super::bzimage::read_release(&b.path()).ok());
+        let package = fs::read_to_string(path.join(super::ENTRY_INFO)).ok().and_then(|t| serde_json::from_str(&t).ok());
+        found.push(CachedEntry { bytes: disk_usage(&path), key, path, release, package });
+    }
+    found.sort_by(|a, b| a.release.cmp(&b.release).then_with(|| a.key.cmp(&b.key)));
+    Ok(found)
+}
+
+/// Bytes used by `path` and everything under it (links counted, not followed).
+pub fn disk_usage(path: &Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(meta) = fs::symlink_metadata(path) else { return 0 };
+    let own = meta.blocks() * 512;
+    if !meta.is_dir() {
+        return own;
+    }
+    own + fs::read_dir(path).into_iter().flatten().flatten().map(|e| disk_usage(&e.path())).sum::<u64>()
+}
+
+/// Remove the entry `key`: renamed out of sight first (as a dead builder's
+/// temporary directory, see [`entry`]) so nobody sees it half deleted.
+pub fn remove(cache: &Path, key: &str) -> Result<()> {
+    let kernels = kernels_dir(cache);
+    let _lock = lock(&kernels.join(format!(".{key}.lock")))?;
+    let doomed = kernels.join(format!(".{key}.tmp-prune-{}", std::process::id()));
+    fs::rename(kernels.join(key), &doomed).with_context(|| format!("removing kernel cache entry {key}"))?;
+    fs::remove_dir_all(&doomed).with_context(|| format!("removing {}", doomed.display()))?;
+    Ok(())
+}
+
 /// Take the exclusive lock on `path`, waiting for another fslab to finish
 /// (and giving up when the user interrupts).
-fn lock(path: &Path) -> Result<Flock<File>> {
+pub(crate) fn lock(path: &Path) -> Result<Flock<File>> {
     let mut file = File::create(path).with_context(|| format!("creating lock file {}", path.display()))?;
     loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {

@@ -35,6 +35,14 @@ pub fn package_name(deb: &Path) -> Result<String> {
     Ok(name)
 }
 
+/// The package version of `deb` (`6.1.176-1`).
+pub fn package_version(deb: &Path) -> Result<String> {
+    let deb_str = deb.to_str().with_context(|| format!("{} is not a UTF-8 path", deb.display()))?;
+    let version = run_tool("dpkg-deb", &["--field", deb_str, "Version"])
+        .with_context(|| format!("{} is not a readable Debian package", deb.display()))?;
+    Ok(version.trim().to_string())
+}
+
 /// Unpack `deb` into the empty directory `root` and index its modules.
 pub fn unpack(deb: &Path, root: &Path) -> Result<Unpacked> {
     let deb_str = deb.to_str().with_context(|| format!("{} is not a UTF-8 path", deb.display()))?;

@@ -7,7 +7,10 @@
 //!   directory and config file;
 //! * a kernel build tree (`arch/x86/boot/bzImage`, `.config`, the modules
 //!   its `modules.order` lists);
-//! * a Debian `linux-image-*.deb`, unpacked into the cache.
+//! * a Debian `linux-image-*.deb`, unpacked into the cache;
+//! * a kernel of Debian's archive by version (`debian:6.1-cloud`), found and
+//!   downloaded by apt with a private setup ([`debian`]), then unpacked like
+//!   a `.deb`.
 //!
 //! Whatever needs building (an unpacked package, a kernel root with linked
 //! modules and their `depmod` index) lives in `<cache>/kernels/<key>/`,
@@ -19,6 +22,7 @@
 pub mod bzimage;
 pub mod cache;
 pub mod deb;
+pub mod debian;
 pub mod stage;
 
 use std::fs::{self, File};
@@ -29,7 +33,18 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+pub use debian::KernelPackage;
 pub use stage::Modules;
+
+/// Environment variable naming the kernel cache shared by experiments.
+pub const KERNEL_CACHE_ENV: &str = "FSLAB_KERNEL_CACHE";
+
+/// Where kernels are unpacked and archive kernels downloaded:
+/// `$FSLAB_KERNEL_CACHE`, else the experiment's input cache
+/// (`<workdir>/cache`).
+pub fn cache_dir(workdir: &Path) -> PathBuf {
+    std::env::var_os(KERNEL_CACHE_ENV).map(PathBuf::from).unwrap_or_else(|| workdir.join("cache"))
+}
 
 /// What the user named as a kernel. Paths are absolute (the caller resolves
 /// relative ones against the experiment file).
@@ -42,6 +57,8 @@ pub enum KernelSource {
     BuildTree(PathBuf),
     /// A Debian `linux-image-*.deb`.
     Deb(PathBuf),
+    /// A package of Debian's archive, chosen when the file was read.
+    Debian(debian::ArchiveKernel),
 }
 
 /// A kernel ready to boot.
@@ -64,6 +81,9 @@ pub struct KernelArtifacts {
     /// Host directories the guest reads this kernel's modules from (the
     /// cache entry and whatever its links point into); the VM exposes them.
     pub guest_dirs: Vec<PathBuf>,
+    /// The archive package it came from (`debian:` kernels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<KernelPackage>,
 }
 
 impl KernelSource {
@@ -119,14 +139,16 @@ impl KernelSource {
                 let release = name.trim_start_matches("linux-image-");
                 Ok(release.strip_suffix("-unsigned").unwrap_or(release).to_string())
             }
+            KernelSource::Debian(k) => Ok(k.package.kernel_release().to_string()),
         }
     }
 
-    /// The path the user gave.
-    pub fn path(&self) -> &Path {
+    /// What the user gave: the path, or the archive reference.
+    pub fn shown(&self) -> String {
         match self {
-            KernelSource::Image { image, .. } => image,
-            KernelSource::BuildTree(p) | KernelSource::Deb(p) => p,
+            KernelSource::Image { image, .. } => image.display().to_string(),
+            KernelSource::BuildTree(p) | KernelSource::Deb(p) => p.display().to_string(),
+            KernelSource::Debian(k) => k.reference.clone(),
         }
     }
 }
@@ -135,31 +157,14 @@ impl KernelSource {
 /// `<cache>/kernels/` as needed (reused when already there).
 pub fn resolve(source: &KernelSource, cache: &Path) -> Result<KernelArtifacts> {
     let kernels = cache::kernels_dir(cache);
-    let shown = source.path().display().to_string();
+    let shown = source.shown();
     match source {
-        KernelSource::Deb(deb) => {
-            deb::package_name(deb)?;
-            let sha256 = sha256_file(deb)?;
-            let mut unpacked = None;
-            let root = cache::entry(&kernels, &sha256, |tmp| {
-                unpacked = Some(deb::unpack(deb, tmp)?);
-                Ok(())
+        KernelSource::Deb(deb) => unpacked_deb(&kernels, deb, shown, None),
+        KernelSource::Debian(k) => {
+            let deb = debian::Archive::at_root(&k.archive).download(&k.package).with_context(|| {
+                format!("{}: {} {} ({})", k.reference, k.package.name, k.package.version, k.package.suite)
             })?;
-            // Reused entries are read back the same way they were built.
-            let (release, image, config, has_modules) = match unpacked {
-                Some(u) => (u.release, u.image, u.config, u.has_modules),
-                None => describe_entry(&root).with_context(|| format!("cached unpack of {}", deb.display()))?,
-            };
-            let modules_dir = has_modules.then(|| root.join("lib/modules").join(&release));
-            Ok(KernelArtifacts {
-                image: root.join(image),
-                config: config.map(|c| root.join(c)),
-                guest_dirs: modules_dir.as_ref().map(|_| vec![root.clone()]).unwrap_or_default(),
-                modules_dir,
-                release,
-                source: shown,
-                sha256,
-            })
+            unpacked_deb(&kernels, &deb, shown, Some(k.package.recorded()))
         }
         KernelSource::Image { image, modules, config } => {
             let release = bzimage::read_release(image)?;
@@ -176,6 +181,7 @@ pub fn resolve(source: &KernelSource, cache: &Path) -> Result<KernelArtifacts> {
                     source: shown,
                     sha256,
                     guest_dirs: Vec::new(),
+                    package: None,
                 });
             };
             let moddir = installed_modules(modules, &release)?;
@@ -208,6 +214,7 @@ pub fn resolve(source: &KernelSource, cache: &Path) -> Result<KernelArtifacts> {
                     source: shown,
                     sha256,
                     guest_dirs: Vec::new(),
+                    package: None,
                 });
             }
             let tree = fs::canonicalize(tree)?;
@@ -246,7 +253,54 @@ fn staged(
         release,
         source,
         sha256,
+        package: None,
     })
+}
+
+/// A Debian package unpacked into the cache entry keyed by its content
+/// (`entry.json` there says which package it was, for `fslab kernel list`).
+fn unpacked_deb(kernels: &Path, deb: &Path, shown: String, package: Option<KernelPackage>) -> Result<KernelArtifacts> {
+    let name = deb::package_name(deb)?;
+    let sha256 = sha256_file(deb)?;
+    let mut unpacked = None;
+    let root = cache::entry(kernels, &sha256, |tmp| {
+        unpacked = Some(deb::unpack(deb, tmp)?);
+        let about = EntryInfo {
+            package: name.clone(),
+            version: deb::package_version(deb)?,
+            suite: package.as_ref().map(|p| p.suite.clone()),
+        };
+        fs::write(tmp.join(ENTRY_INFO), serde_json::to_string_pretty(&about)?)?;
+        Ok(())
+    })?;
+    // Reused entries are read back the same way they were built.
+    let (release, image, config, has_modules) = match unpacked {
+        Some(u) => (u.release, u.image, u.config, u.has_modules),
+        None => describe_entry(&root).with_context(|| format!("cached unpack of {}", deb.display()))?,
+    };
+    let modules_dir = has_modules.then(|| root.join("lib/modules").join(&release));
+    Ok(KernelArtifacts {
+        image: root.join(image),
+        config: config.map(|c| root.join(c)),
+        guest_dirs: modules_dir.as_ref().map(|_| vec![root.clone()]).unwrap_or_default(),
+        modules_dir,
+        release,
+        source: shown,
+        sha256,
+        package,
+    })
+}
+
+/// File in an unpacked package's cache entry naming the package.
+pub const ENTRY_INFO: &str = "fslab-entry.json";
+
+/// What `fslab-entry.json` holds.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct EntryInfo {
+    pub package: String,
+    pub version: String,
+    /// The archive suite, for `debian:` kernels.
+    pub suite: Option<String>,
 }
 
 /// Release, image, config and whether modules exist, of a finished entry.

@@ -95,6 +95,7 @@ impl Places {
                     config_source: k.config.as_ref().map(|p| p.display().to_string()),
                     config: k.config.as_deref().and_then(|p| KernelConfig::read_text(p).ok()),
                     vm: v.vm.as_ref().and_then(|spec| serde_json::to_value(spec).ok()),
+                    package: k.package.clone(),
                     ..VariantKernel::default()
                 },
                 None => VariantKernel {
@@ -252,13 +253,11 @@ impl Places {
     }
 }
 
-/// Where unpacked kernels are kept: `$FSLAB_KERNEL_CACHE`, else the
-/// experiment's cache. Entries are named by the package's content hash, so
-/// one cache can serve every experiment (a package unpacks to hundreds of MB).
-pub const KERNEL_CACHE_ENV: &str = "FSLAB_KERNEL_CACHE";
-
+/// Where unpacked kernels are kept ([`kernel::cache_dir`]). Entries are
+/// named by the package's content hash, so one cache can serve every
+/// experiment (a package unpacks to hundreds of MB).
 fn kernel_cache(exp: &Experiment) -> PathBuf {
-    std::env::var_os(KERNEL_CACHE_ENV).map(PathBuf::from).unwrap_or_else(|| exp.cache_dir())
+    kernel::cache_dir(&exp.workdir)
 }
 
 /// The VM of `variant`: sized as its `vm` says, a testbed disk as large as

@@ -287,6 +287,7 @@ impl VmSession {
         let args = virtme_args(&VirtmeArgs {
             image: &image,
             with_modules: kernel.modules_dir.is_some(),
+            force_initramfs: needs_initramfs(&kernel.release, kernel.modules_dir.is_some()),
             name: &name,
             accel: session.accel,
             cpus: config.cpus,
@@ -587,9 +588,33 @@ fn guest_ro_dirs(config: &VmConfig, kernel: &KernelArtifacts, agent: &Path, sess
     Ok(out)
 }
 
+/// Does a kernel of `release` need virtme-ng's initramfs to mount the
+/// guest's root? With modules, virtme-ng builds one anyway (it loads them
+/// there). Without, it passes `rootfstype=virtiofs root=ROOTFS` and lets the
+/// kernel mount the root itself, which needs the kernel's
+/// `mount_nodev_root()` ("init: allow mounting arbitrary non-blockdevice
+/// filesystems as root", posted June 2021): 6.1 has it, 5.10 does not, and
+/// there `prepare_namespace()` tries the tag as a block device and panics
+/// with "VFS: Unable to mount root fs on unknown-block(0,0)". So every
+/// kernel before 6.0 gets the initramfs (whose busybox mounts virtiofs from
+/// user space; `CONFIG_VIRTIO_FS` must then be built in), at a small boot
+/// cost where 5.15-5.19 would not have needed it.
+fn needs_initramfs(release: &str, with_modules: bool) -> bool {
+    if with_modules {
+        return false;
+    }
+    let mut numbers = release.split(|c: char| !c.is_ascii_digit()).map(|n| n.parse::<u32>().ok());
+    match (numbers.next().flatten(), numbers.next().flatten()) {
+        (Some(major), Some(_)) => major < 6,
+        _ => false,
+    }
+}
+
 struct VirtmeArgs<'a> {
     image: &'a str,
     with_modules: bool,
+    /// Mount the root from an initramfs (see [`needs_initramfs`]).
+    force_initramfs: bool,
     name: &'a str,
     accel: Accel,
     cpus: u32,
@@ -609,6 +634,9 @@ struct VirtmeArgs<'a> {
 fn virtme_args(a: &VirtmeArgs) -> Vec<String> {
     let mut args: Vec<String> = vec!["--kimg".into(), a.image.into()];
     args.extend(["--mods".into(), if a.with_modules { "auto" } else { "none" }.into()]);
+    if a.force_initramfs {
+        args.push("--force-initramfs".into());
+    }
     args.extend(["--name".into(), a.name.into()]);
     if a.accel == Accel::Tcg {
         args.push("--disable-kvm".into());
@@ -666,6 +694,7 @@ mod tests {
         let args = VirtmeArgs {
             image: "/k/boot/vmlinuz-6.1",
             with_modules: true,
+            force_initramfs: false,
             name: "fslab-tb-1-vm0-a",
             accel: Accel::Kvm,
             cpus: 2,
@@ -687,8 +716,21 @@ mod tests {
         assert!(argv.last().unwrap().ends_with("serial=fslab-tb-disk"));
         assert!(argv.iter().any(|a| a.contains("cache=none,aio=native")));
         let tcg = virtme_args(&VirtmeArgs { accel: Accel::Tcg, disk: None, with_modules: false, ..args });
+        assert!(!argv.contains(&"--force-initramfs".to_string()));
+        let old = virtme_args(&VirtmeArgs { with_modules: false, force_initramfs: true, ..args });
+        assert!(old.contains(&"--force-initramfs".to_string()));
         assert!(tcg.contains(&"--disable-kvm".to_string()) && !tcg.contains(&"--qemu-opts".to_string()));
         assert_eq!(tcg[tcg.iter().position(|a| a == "--mods").unwrap() + 1], "none");
+    }
+
+    #[test]
+    fn kernels_before_6_mount_their_root_from_an_initramfs_when_they_have_no_modules() {
+        assert!(needs_initramfs("5.10.262", false));
+        assert!(needs_initramfs("5.10.0-46-cloud-amd64", false));
+        assert!(!needs_initramfs("5.10.0-46-cloud-amd64", true), "modules: virtme-ng makes one anyway");
+        assert!(!needs_initramfs("6.1.176", false));
+        assert!(!needs_initramfs("6.12.118+deb13-cloud-amd64", false));
+        assert!(!needs_initramfs("garbage", false));
     }
 
     #[test]
@@ -701,6 +743,7 @@ mod tests {
             source: "k.deb".into(),
             sha256: String::new(),
             guest_dirs: vec!["/var/tmp/c/kernels/x".into()],
+            package: None,
         };
         let config = VmConfig::default();
         let dirs = guest_ro_dirs(&config, &kernel, Path::new("/usr/bin/fslab"), Path::new("/var/tmp/w/s")).unwrap();

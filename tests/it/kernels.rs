@@ -6,7 +6,7 @@
 //! questions, and the VM tests' lock keeps one boot at a time.
 
 use crate::common;
-use crate::vm::{kernels_dir, one_vm, release_from_name, resolve_deb, vm_prerequisites};
+use crate::vm::{archive_kernel, kernel_cache, one_vm, release_from_name, resolve_deb, vm_prerequisites};
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -16,11 +16,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 fn fslab(args: &[&str]) -> Output {
-    Command::new(common::fslab_bin())
-        .args(args)
-        .env("FSLAB_KERNEL_CACHE", kernels_dir().join("cache"))
-        .output()
-        .unwrap()
+    Command::new(common::fslab_bin()).args(args).env("FSLAB_KERNEL_CACHE", kernel_cache()).output().unwrap()
 }
 
 fn text(out: &Output) -> String {
@@ -86,7 +82,7 @@ throttle = {{ write_bps = "4MiB" }}
 
 [[variant]]
 name = "6.12"
-kernel = "{deb612}"
+kernel = "debian:6.12-cloud"
 
 [[workload]]
 kind = "command"
@@ -94,7 +90,6 @@ command = "dd if=/dev/zero of=data bs=1M count=12 oflag=direct status=none"
 "#,
             work = work.display(),
             deb61 = deb61.display(),
-            deb612 = deb612.display()
         ),
     );
     let started = Instant::now();
@@ -124,6 +119,13 @@ command = "dd if=/dev/zero of=data bs=1M count=12 oflag=direct status=none"
     let config = |v: &str| kernels[v]["config"].as_str().unwrap_or_default().to_string();
     assert!(config("6.1").contains("CONFIG_EXT4_FS"), "{}", kernels["6.1"]);
     assert_ne!(config("6.1"), config("6.12"));
+    // An archive kernel records exactly which package it was; a file does not.
+    let (archive_612, _) = archive_kernel("6.12").unwrap();
+    let p = &archive_612.package;
+    let recorded = serde_json::json!({ "name": p.name, "version": p.version, "suite": p.suite });
+    assert_eq!(kernels["6.12"]["package"], recorded, "{}", kernels["6.12"]);
+    assert_eq!(kernels["6.12"]["source"], "debian:6.12-cloud");
+    assert!(kernels["6.1"]["package"].is_null(), "{}", kernels["6.1"]);
     assert_eq!(config("6.1"), config("6.1-again"));
     let diff = fslab(&[
         "kconfig",
@@ -237,7 +239,7 @@ fn sigterm_during_a_vm_experiment_leaves_nothing() {
     );
     let mut child = Command::new(common::fslab_bin())
         .args(["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()])
-        .env("FSLAB_KERNEL_CACHE", kernels_dir().join("cache"))
+        .env("FSLAB_KERNEL_CACHE", kernel_cache())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -311,13 +313,13 @@ fn bisect_commits_boots_the_kernel_each_commit_names() {
         ),
     );
     // What a kernel build leaves in the tree: here, a link to the package the commit names.
-    let build = format!("ln -sf \"{}/$(cat kernel-package)\" kernel.deb", kernels_dir().display());
+    let build = format!("ln -sf \"{}/$(cat kernel-package)\" kernel.deb", deb61.parent().unwrap().display());
     let out = Command::new(common::fslab_bin())
         .args(["bisect-commits", "--repo", repo.to_str().unwrap(), "--good", "HEAD~1", "--bad", "main"])
         .args(["--experiment", root.join("bisect.toml").to_str().unwrap(), "--build", &build, "--json"])
         .args(["--worktrees", root.join("trees").to_str().unwrap()])
         .args(["--db", root.join("results.db").to_str().unwrap()])
-        .env("FSLAB_KERNEL_CACHE", kernels_dir().join("cache"))
+        .env("FSLAB_KERNEL_CACHE", kernel_cache())
         .env_remove("FSLAB_DB")
         .output()
         .unwrap();

@@ -7,6 +7,7 @@ mod bisect;
 mod bisect_commits;
 mod blocktrace;
 mod changepoint;
+mod debian_kernels;
 mod deploy;
 mod examples;
 mod experiment;

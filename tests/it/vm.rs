@@ -1,5 +1,6 @@
 //! Kernels under test in VMs, on the real thing: Debian kernel packages
-//! (fetched once by `scripts/fetch-test-kernels`), virtme-ng, QEMU (TCG on
+//! (found and downloaded once by fslab's own resolver into the shared test
+//! kernel cache, see [`vm_prerequisites`]), virtme-ng, QEMU (TCG on
 //! the test machines, KVM where the probe finds it works), the fslab binary
 //! as the guest agent. Boots are expensive (10-45 s each under TCG on two
 //! cores), so each booted VM is asked everything it can answer.
@@ -23,18 +24,32 @@ pub(crate) fn one_vm() -> std::sync::MutexGuard<'static, ()> {
     ONE_VM.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Where `scripts/fetch-test-kernels` puts the packages.
+/// The test kernels' home, shared by every test and test run.
 pub(crate) fn kernels_dir() -> PathBuf {
     std::env::var_os("FSLAB_TEST_KERNELS").map(PathBuf::from).unwrap_or_else(|| "/var/tmp/fslab-test-kernels".into())
 }
 
-/// The cached package `linux-image-<version>*-cloud-amd64_*.deb`.
-fn kernel_deb(version: &str) -> Option<PathBuf> {
-    let prefix = format!("linux-image-{version}");
-    std::fs::read_dir(kernels_dir()).ok()?.flatten().map(|e| e.path()).find(|p| {
-        let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        name.starts_with(&prefix) && name.contains("-cloud-amd64_") && name.ends_with(".deb")
-    })
+/// The kernel cache the tests share (`FSLAB_KERNEL_CACHE` of the fslab they run).
+pub(crate) fn kernel_cache() -> PathBuf {
+    kernels_dir().join("cache")
+}
+
+/// The newest Debian cloud kernel of the series `version` (`6.1`), as
+/// `kernel = "debian:<version>-cloud"` resolves it: found in the archive
+/// lists and downloaded by fslab's resolver into the shared test cache
+/// (once; the lists are refreshed daily).
+pub(crate) fn archive_kernel(version: &str) -> anyhow::Result<(fslab::kernel::debian::ArchiveKernel, PathBuf)> {
+    use fslab::kernel::debian::{Archive, Wanted};
+    let wanted = Wanted { version: version.to_string(), flavour: Some("cloud".into()) };
+    let archive = Archive::at(&kernel_cache());
+    let found = archive.resolve(&wanted).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let deb = archive.download(&found.package)?;
+    Ok((found, deb))
+}
+
+/// The package `linux-image-<version>…-cloud-amd64` ([`archive_kernel`]).
+fn kernel_deb(version: &str) -> anyhow::Result<PathBuf> {
+    Ok(archive_kernel(version.trim_end_matches('.'))?.1)
 }
 
 /// Root, the VM tools and the kernel package `version`; otherwise a skip
@@ -47,19 +62,18 @@ pub(crate) fn vm_prerequisites(version: &str) -> Option<PathBuf> {
         fslab::testsupport::skip(&format!("{missing}"));
         return None;
     }
-    let deb = kernel_deb(version);
-    if deb.is_none() {
-        fslab::testsupport::skip(&format!(
-            "no linux-image-{version}* package in {} (run scripts/fetch-test-kernels)",
-            kernels_dir().display()
-        ));
+    match kernel_deb(version) {
+        Ok(deb) => Some(deb),
+        Err(e) => {
+            fslab::testsupport::skip(&format!("no Debian {version} cloud kernel (is the network down?): {e:#}"));
+            None
+        }
     }
-    deb
 }
 
 /// Unpacked once and shared by every test and run (the cache is keyed by content).
 pub(crate) fn resolve_deb(deb: &Path) -> KernelArtifacts {
-    kernel::resolve(&KernelSource::Deb(deb.to_path_buf()), &kernels_dir().join("cache")).unwrap()
+    kernel::resolve(&KernelSource::Deb(deb.to_path_buf()), &kernel_cache()).unwrap()
 }
 
 /// What the package name says the release is (`linux-image-<release>_…`).
