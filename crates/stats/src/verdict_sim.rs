@@ -1,5 +1,5 @@
 //! Monte-Carlo simulation of the verdict rules: the evidence behind every
-//! error rate the module docs of [`crate::stats`] claim (`fslab simulate`).
+//! error rate the module docs of [`crate`] claim (`fslab simulate`).
 //!
 //! An experiment draws log-normal run values (σ² = ln(1 + CV²)) for a
 //! baseline and a variant whose true ratio is `1 + change` (a
@@ -105,7 +105,7 @@ pub enum Rule {
     /// Before issue 13: Welch t on ln(values), `p < α` and the unadjusted
     /// 95% CI against the band, re-applied at every look.
     Legacy,
-    /// What [`crate::stats::compare`] implements.
+    /// What [`crate::compare`] implements.
     Current,
     /// A candidate group-sequential design: spending of the efficacy and
     /// equivalence boundaries, and whether the rank interval is used
