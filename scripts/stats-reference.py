@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference values for the unit tests of src/stats (not a test dependency).
+"""Reference values for the unit tests of crates/stats (not a test dependency).
 
 Note: gs-bounds solves each boundary on SciPy's multivariate normal CDF and takes
 about 8 minutes on one core.
@@ -144,7 +144,7 @@ def samplesize():
 
 
 def compare():
-    """Reference values of src/stats/compare.rs tests."""
+    """Reference values of crates/stats/src/compare.rs tests."""
     from scipy.stats._mannwhitneyu import _MWU
     print("scipy", scipy.__version__, "numpy", np.__version__)
     B = [10.2, 10.5, 9.9, 10.1, 10.4]; V = [12.1, 12.6, 11.8, 12.3, 12.0]

@@ -7,8 +7,9 @@
 //! * [`testbed`]: image file → loop device → mkfs → mount → throttle, and teardown.
 //! * [`workload`]: the measured work, one file per kind behind [`workload::Workload`].
 //! * [`monitor`]: samplers beside a run (diskstats → iostat metrics, CPU).
-//! * [`store`]: the SQLite file results live in.
-//! * [`stats`]: summaries, A/B comparisons and verdicts.
+//! * [`store`]: where results live (an SQLite file or a PostgreSQL database).
+//! * [`stored`]: what an experiment stores besides its runs, as types.
+//! * [`stats`]: summaries, A/B comparisons and verdicts (the `fslab-stats` crate).
 //! * [`report`]: every output format (terminal table, JSON, CSV, Markdown, HTML).
 //! * [`human`]: how numbers, units and p-values are written for people.
 //! * [`output`]: standard output and error that survive a closed pipe.
@@ -39,7 +40,8 @@ pub mod output;
 pub mod record;
 pub mod report;
 pub mod runner;
-pub mod stats;
+/// The statistics crate (`crates/stats`), which uses nothing of fslab.
+pub use fslab_stats as stats;
 pub mod store;
 pub mod stored;
 pub mod sys;

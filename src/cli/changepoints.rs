@@ -12,11 +12,11 @@ use fslab::stats::changepoint::ChangePointConfig;
 use fslab::stats::gate::GateConfig;
 use fslab::stats::simulation::{
     changepoint_accuracy, changepoint_scenarios, gate_error_rates, gate_scenarios, oracle_rates, oracle_scenarios,
-    Against, StepAt,
+    GateAgainst, StepAt,
 };
 
 #[derive(Args, Debug)]
-pub struct SimulateArgs {
+pub struct SimulateChangepointsArgs {
     /// Synthetic series per change-point row.
     #[arg(long, default_value_t = 2000)]
     series: usize,
@@ -55,7 +55,7 @@ pub struct SimulateArgs {
     json: bool,
 }
 
-pub fn simulate(args: SimulateArgs) -> Result<ExitCode> {
+pub fn simulate(args: SimulateChangepointsArgs) -> Result<ExitCode> {
     let cp = ChangePointConfig {
         window: args.window,
         max_p: args.max_p,
@@ -142,8 +142,8 @@ pub fn simulate(args: SimulateArgs) -> Result<ExitCode> {
     for r in &gates {
         t.add_row([
             match r.against {
-                Against::History => "history".to_string(),
-                Against::Experiment => "experiment".to_string(),
+                GateAgainst::History => "history".to_string(),
+                GateAgainst::Experiment => "experiment".to_string(),
             },
             format!("{}%", r.cv * 100.0),
             format!("{}%", r.between * 100.0),

@@ -12,7 +12,7 @@ use comfy_table::{presets::NOTHING, Cell, Table};
 use super::{chosen, formats, DbArg};
 use fslab::exit;
 use fslab::history::check::{check, Against, Check};
-use fslab::history::Snapshot;
+use fslab::history::ExperimentSnapshot;
 use fslab::human;
 use fslab::output;
 use fslab::report::Format;
@@ -59,7 +59,7 @@ fn alpha(text: &str) -> std::result::Result<f64, String> {
 
 pub fn check_cmd(args: CheckArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
-    let all = Snapshot::load_all(&store)?;
+    let all = ExperimentSnapshot::load_all(&store)?;
     let newest = match args.experiment {
         Some(id) => id,
         None => all

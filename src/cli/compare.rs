@@ -9,7 +9,7 @@ use clap::Args;
 use super::{chosen, formats, DbArg};
 use fslab::exit;
 use fslab::history::across::{self, Mixing};
-use fslab::history::Snapshot;
+use fslab::history::ExperimentSnapshot;
 use fslab::output;
 use fslab::report::data::comparison_for;
 use fslab::report::{CompareReport, Format};
@@ -91,16 +91,16 @@ fn compare_experiments(store: &Store, args: &CompareArgs, format: Format) -> Res
     let theta = args.theta.map(|t| t / 100.0);
     let mixing = Mixing { allow_mixed: args.allow_mixed, across_machines: args.across_machines };
     let all;
-    let snaps: Vec<Snapshot>;
+    let snaps: Vec<ExperimentSnapshot>;
     let groups = match &args.by {
         None => {
-            snaps = args.experiments.iter().map(|&id| Snapshot::load(store, id)).collect::<Result<_>>()?;
+            snaps = args.experiments.iter().map(|&id| ExperimentSnapshot::load(store, id)).collect::<Result<_>>()?;
             across::by_experiment(&snaps)
         }
         Some(tag) => {
             let id = super::experiment_id(store, &args.db.db, args.experiment)?;
-            let anchor = Snapshot::load(store, id)?;
-            all = Snapshot::load_all(store)?;
+            let anchor = ExperimentSnapshot::load(store, id)?;
+            all = ExperimentSnapshot::load_all(store)?;
             let (groups, untagged) =
                 across::by_tag(&all, &anchor, tag, args.baseline.as_deref()).map_err(exit::usage)?;
             if untagged > 0 {

@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::{chosen, formats, DbArg};
 use fslab::exit;
-use fslab::history::{self, render, HistoryQuery, Snapshot};
+use fslab::history::{self, render, ExperimentSnapshot, HistoryQuery};
 use fslab::output;
 use fslab::report::Format;
 use fslab::store::Store;
@@ -41,7 +41,7 @@ impl SeriesArgs {
             reference,
             exclude_reference: false,
         };
-        history::history(&Snapshot::load_all(store)?, &q).map_err(exit::usage)
+        history::history(&ExperimentSnapshot::load_all(store)?, &q).map_err(exit::usage)
     }
 }
 

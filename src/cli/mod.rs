@@ -120,7 +120,7 @@ enum Command {
     Simulate(simulate::SimulateArgs),
     /// Measure change-point detection and CI-gate error rates on synthetic series.
     #[command(hide = true)]
-    SimulateChangepoints(changepoints::SimulateArgs),
+    SimulateChangepoints(changepoints::SimulateChangepointsArgs),
     #[command(flatten)]
     Guest(guest::GuestCommand),
 }

@@ -8,7 +8,7 @@ use crate::stored::ExperimentStatus;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use super::{differences, DiffKind, Difference, Snapshot};
+use super::{differences, DiffKind, Difference, ExperimentSnapshot};
 use crate::analysis::{compare_series, ComparisonRow};
 use crate::report::data::ComparisonData;
 use crate::stats::CompareConfig;
@@ -27,16 +27,16 @@ pub struct Group {
 }
 
 impl Group {
-    fn of(label: String, s: &Snapshot) -> Group {
+    fn of(label: String, s: &ExperimentSnapshot) -> Group {
         Group { label, experiments: vec![s.id], interrupted: Vec::new() }.with(s)
     }
 
-    fn with(mut self, s: &Snapshot) -> Group {
+    fn with(mut self, s: &ExperimentSnapshot) -> Group {
         self.add(s);
         self
     }
 
-    fn add(&mut self, s: &Snapshot) {
+    fn add(&mut self, s: &ExperimentSnapshot) {
         if !self.experiments.contains(&s.id) {
             self.experiments.push(s.id);
         }
@@ -72,10 +72,10 @@ pub struct Across {
 }
 
 /// A group with the experiments it pools.
-pub type Members<'a> = (Group, Vec<&'a Snapshot>);
+pub type Members<'a> = (Group, Vec<&'a ExperimentSnapshot>);
 
 /// Groups of `--experiments` (one experiment each, in the order given).
-pub fn by_experiment(snaps: &[Snapshot]) -> Vec<Members<'_>> {
+pub fn by_experiment(snaps: &[ExperimentSnapshot]) -> Vec<Members<'_>> {
     snaps.iter().map(|s| (Group::of(format!("#{}", s.id), s), vec![s])).collect()
 }
 
@@ -84,12 +84,12 @@ pub fn by_experiment(snaps: &[Snapshot]) -> Vec<Members<'_>> {
 /// first experiment; `baseline` (a tag value) is moved first. Experiments
 /// without the tag are left out and counted in the second return value.
 pub fn by_tag<'a>(
-    all: &'a [Snapshot],
-    anchor: &Snapshot,
+    all: &'a [ExperimentSnapshot],
+    anchor: &ExperimentSnapshot,
     tag: &str,
     baseline: Option<&str>,
 ) -> Result<(Vec<Members<'a>>, usize)> {
-    let mut groups: Vec<(Group, Vec<&Snapshot>)> = Vec::new();
+    let mut groups: Vec<(Group, Vec<&ExperimentSnapshot>)> = Vec::new();
     let mut untagged = 0;
     for s in all.iter().filter(|s| s.spec_hash == anchor.spec_hash) {
         let Some(value) = s.tag(tag).first().map(|v| v.to_string()) else {

@@ -5,7 +5,7 @@ use crate::stored::ExperimentStatus;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use super::{differences, history, HistoryQuery, Snapshot};
+use super::{differences, history, ExperimentSnapshot, HistoryQuery};
 use crate::stats::gate::{check_experiment, check_history, GateConfig, GateReport, MetricHistory, MetricRuns};
 use crate::stats::history::HistoryPoint;
 
@@ -51,7 +51,13 @@ pub struct Check {
 }
 
 /// Checks experiment `newest` of `all` (every stored experiment, oldest first).
-pub fn check(all: &[Snapshot], newest: i64, against: Against, allow_mixed: bool, cfg: &GateConfig) -> Result<Check> {
+pub fn check(
+    all: &[ExperimentSnapshot],
+    newest: i64,
+    against: Against,
+    allow_mixed: bool,
+    cfg: &GateConfig,
+) -> Result<Check> {
     let Some(n) = all.iter().find(|s| s.id == newest) else {
         bail!("no finished experiment {newest} in the store");
     };

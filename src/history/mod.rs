@@ -1,7 +1,7 @@
 //! Results across experiments: what `fslab compare --experiments`, `fslab
 //! history` and `fslab check` read from the store.
 //!
-//! An experiment is loaded once into a [`Snapshot`] (its tags, machines,
+//! An experiment is loaded once into an [`ExperimentSnapshot`] (its tags, machines,
 //! resolved variant and workload configs, metric series). Two snapshots
 //! are comparable for one workload × variant when the [`differences`]
 //! between them are empty: same hardware (the kernel is what gets compared,
@@ -30,7 +30,7 @@ use crate::store::{MetricSeries, Store, StoredRun, VariantRow, WorkloadRow};
 
 /// One stored experiment, read once.
 #[derive(Clone, Debug)]
-pub struct Snapshot {
+pub struct ExperimentSnapshot {
     pub id: i64,
     pub name: String,
     pub created_at: String,
@@ -50,8 +50,8 @@ pub struct Snapshot {
     configs: Vec<WorkloadConfig>,
 }
 
-impl Snapshot {
-    pub fn load(store: &Store, id: i64) -> Result<Snapshot> {
+impl ExperimentSnapshot {
+    pub fn load(store: &Store, id: i64) -> Result<ExperimentSnapshot> {
         let e = store.experiment(id)?;
         let spec = &e.plan.experiment;
         let configs = match crate::experiment::stored_workloads(spec) {
@@ -68,7 +68,7 @@ impl Snapshot {
             .collect();
         machines.sort();
         machines.dedup();
-        Ok(Snapshot {
+        Ok(ExperimentSnapshot {
             id,
             tags: store.experiment_meta(id)?.tags,
             series: store.metric_series(id)?,
@@ -87,11 +87,11 @@ impl Snapshot {
     }
 
     /// Every experiment of the store that is not still running, oldest first.
-    pub fn load_all(store: &Store) -> Result<Vec<Snapshot>> {
+    pub fn load_all(store: &Store) -> Result<Vec<ExperimentSnapshot>> {
         let mut out = Vec::new();
         for e in store.list_experiments()? {
             if e.status.is_finished() {
-                out.push(Snapshot::load(store, e.id)?);
+                out.push(ExperimentSnapshot::load(store, e.id)?);
             }
         }
         Ok(out)
@@ -161,21 +161,27 @@ const MAX_LEAVES: usize = 8;
 
 /// Why `b` is not comparable with `a` for `variant` (named in each) and the
 /// `workloads` given (all of `a`'s when empty). Empty means comparable.
-pub fn differences(a: &Snapshot, b: &Snapshot, variant: &str, workloads: &[&str]) -> Vec<Difference> {
+pub fn differences(
+    a: &ExperimentSnapshot,
+    b: &ExperimentSnapshot,
+    variant: &str,
+    workloads: &[&str],
+) -> Vec<Difference> {
     let mut out = Vec::new();
-    let hw = |s: &Snapshot| s.machines.iter().map(|m| m.0.clone()).collect::<Vec<_>>();
+    let hw = |s: &ExperimentSnapshot| s.machines.iter().map(|m| m.0.clone()).collect::<Vec<_>>();
     // Runs recorded without a machine (older stores) cannot be told apart.
     if !a.machines.is_empty() && !b.machines.is_empty() && hw(a) != hw(b) {
-        let names = |s: &Snapshot| s.machines.iter().map(|m| m.1.clone()).collect::<Vec<_>>().join(" + ");
+        let names = |s: &ExperimentSnapshot| s.machines.iter().map(|m| m.1.clone()).collect::<Vec<_>>().join(" + ");
         out.push(Difference { kind: DiffKind::Machine, key: "machine".into(), left: names(a), right: names(b) });
     }
     let labels: Vec<&str> =
         if workloads.is_empty() { a.workloads.iter().map(|w| w.label.as_str()).collect() } else { workloads.to_vec() };
     for label in labels {
-        let find = |s: &Snapshot| s.workloads.iter().find(|w| w.label == label).map(|w| parse(&w.config_json));
+        let find =
+            |s: &ExperimentSnapshot| s.workloads.iter().find(|w| w.label == label).map(|w| parse(&w.config_json));
         config_diff(DiffKind::Workload, &format!("workload {label}"), find(a), find(b), &mut out);
     }
-    let find = |s: &Snapshot| {
+    let find = |s: &ExperimentSnapshot| {
         s.variants.iter().find(|v| v.name == variant).map(|v| {
             let mut c = parse(&v.config_json);
             // The kernel is what a cross-experiment comparison compares.
@@ -293,9 +299,9 @@ pub struct History {
 }
 
 /// The series of `q` over `experiments` (oldest first).
-pub fn history(experiments: &[Snapshot], q: &HistoryQuery) -> Result<History> {
+pub fn history(experiments: &[ExperimentSnapshot], q: &HistoryQuery) -> Result<History> {
     let (w, m) = (q.workload.as_str(), q.metric.as_str());
-    let has_metric = |s: &Snapshot| s.series.iter().any(|x| x.workload == w && x.metric == m);
+    let has_metric = |s: &ExperimentSnapshot| s.series.iter().any(|x| x.workload == w && x.metric == m);
     let reference = match q.reference {
         Some(id) => match experiments.iter().find(|s| s.id == id) {
             Some(s) => s,
@@ -313,7 +319,7 @@ pub fn history(experiments: &[Snapshot], q: &HistoryQuery) -> Result<History> {
     let (unit, hib) = (ref_series.unit.clone(), ref_series.higher_is_better);
 
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
-    let mut kept: Vec<(&Snapshot, Vec<String>)> = Vec::new();
+    let mut kept: Vec<(&ExperimentSnapshot, Vec<String>)> = Vec::new();
     for s in experiments.iter().filter(|s| s.id <= reference.id) {
         if q.exclude_reference && s.id == reference.id {
             continue;
@@ -469,7 +475,7 @@ mod tests {
         let a = experiment(&mut store, r#"{"kernel":"6.1","mount":"noatime"}"#, W, &[1.0, 1.1]);
         let b = experiment(&mut store, r#"{"kernel":"6.18","mount":"noatime"}"#, W, &[1.0, 1.1]);
         let c = experiment(&mut store, r#"{"mount":"relatime"}"#, r#"{"params":{"command":"sleep 2"}}"#, &[1.0]);
-        let [a, b, c] = [a, b, c].map(|id| Snapshot::load(&store, id).unwrap());
+        let [a, b, c] = [a, b, c].map(|id| ExperimentSnapshot::load(&store, id).unwrap());
         assert!(differences(&a, &b, "a", &[]).is_empty());
         let d: Vec<String> = differences(&a, &c, "a", &[]).iter().map(|d| d.to_string()).collect();
         assert_eq!(
@@ -487,7 +493,7 @@ mod tests {
             experiment(&mut store, "{}", W, &[level + wobble, level - wobble + 0.03, level + 0.01]);
         }
         experiment(&mut store, "{}", r#"{"params":{"command":"other"}}"#, &[5.0, 5.0]);
-        let all = Snapshot::load_all(&store).unwrap();
+        let all = ExperimentSnapshot::load_all(&store).unwrap();
         let q =
             HistoryQuery { workload: "w".into(), metric: "wall_s".into(), reference: Some(12), ..Default::default() };
         let h = history(&all, &q).unwrap();

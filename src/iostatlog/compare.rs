@@ -33,7 +33,7 @@ pub struct DeviceComparison {
 
 /// The comparison of two logs.
 #[derive(Clone, Debug, Serialize)]
-pub struct Comparison {
+pub struct LogComparison {
     /// Path of A.
     pub a: String,
     /// Path of B.
@@ -66,7 +66,7 @@ fn figures(d: &DeviceSummary) -> Vec<(&'static str, Option<f64>)> {
 /// may be `mmcblk0` on one board and `mmcblk1` on another) they are paired
 /// regardless of name. `device`, if given, restricts the pairing to that name
 /// in both logs.
-pub fn compare(a: &FileSummary, b: &FileSummary, device: Option<&str>) -> Comparison {
+pub fn compare(a: &FileSummary, b: &FileSummary, device: Option<&str>) -> LogComparison {
     let pick = |s: &FileSummary| -> Vec<DeviceSummary> {
         s.devices.iter().filter(|d| device.is_none_or(|n| d.name == n)).cloned().collect()
     };
@@ -102,7 +102,7 @@ pub fn compare(a: &FileSummary, b: &FileSummary, device: Option<&str>) -> Compar
                 .collect(),
         })
         .collect();
-    Comparison { a: a.path.clone(), b: b.path.clone(), devices, unpaired }
+    LogComparison { a: a.path.clone(), b: b.path.clone(), devices, unpaired }
 }
 
 fn cell(v: Option<f64>) -> String {
@@ -110,7 +110,7 @@ fn cell(v: Option<f64>) -> String {
 }
 
 /// Plain-text table of a comparison.
-pub fn render_comparison(c: &Comparison) -> String {
+pub fn render_comparison(c: &LogComparison) -> String {
     let mut out = format!("A: {}\nB: {}\n", c.a, c.b);
     for d in &c.devices {
         let mut t = comfy_table::Table::new();

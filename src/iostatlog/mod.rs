@@ -20,7 +20,7 @@ use std::path::Path;
 
 use anyhow::{Context, Result};
 
-pub use compare::{compare, render_comparison, CompareRow, Comparison, DeviceComparison};
+pub use compare::{compare, render_comparison, CompareRow, DeviceComparison, LogComparison};
 pub use parse::{parse_log, IostatLog, Item, Layout, LogInfo, LogReader, ParseIssue, Parser, Sample, Unit};
 pub use record::{record, write_report, RecordOptions, RECORD_COLUMNS};
 pub use series::{BoundedSeries, Bucket, ChartPoint, Envelope, LogSeries, SeriesBuilder, IO_CHANNELS, SERIES_BUCKETS};

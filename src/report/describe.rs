@@ -79,7 +79,7 @@ fn effective_mount(d: &ReportData, variant: &str) -> String {
 }
 
 /// One row of the variants table.
-pub struct VariantRow {
+pub struct VariantTableRow {
     pub label: &'static str,
     /// Shown in the compact Markdown table too.
     pub compact: bool,
@@ -88,17 +88,17 @@ pub struct VariantRow {
 }
 
 /// The variants table's rows, in order.
-pub const VARIANT_ROWS: &[VariantRow] = &[
-    VariantRow { label: "fs", compact: true, value: |_, _, c| json_text(&c["fs"]) },
-    VariantRow { label: "size", compact: true, value: |_, _, c| bytes_text(&c["size"]) },
-    VariantRow { label: "mkfs", compact: true, value: |_, _, c| json_text(&c["mkfs"]) },
-    VariantRow { label: "mount (requested)", compact: true, value: |_, _, c| json_text(&c["mount"]) },
-    VariantRow { label: "mount (effective)", compact: true, value: |d, n, _| effective_mount(d, n) },
-    VariantRow { label: "throttle", compact: true, value: |_, _, c| throttle_text(&c["throttle"]) },
-    VariantRow { label: "read_ahead_kb", compact: true, value: |_, _, c| json_text(&c["read_ahead_kb"]) },
-    VariantRow { label: "scheduler", compact: true, value: |_, _, c| json_text(&c["scheduler"]) },
-    VariantRow { label: "sysfs", compact: false, value: |_, _, c| sysfs_text(&c["sysfs"]) },
-    VariantRow {
+pub const VARIANT_ROWS: &[VariantTableRow] = &[
+    VariantTableRow { label: "fs", compact: true, value: |_, _, c| json_text(&c["fs"]) },
+    VariantTableRow { label: "size", compact: true, value: |_, _, c| bytes_text(&c["size"]) },
+    VariantTableRow { label: "mkfs", compact: true, value: |_, _, c| json_text(&c["mkfs"]) },
+    VariantTableRow { label: "mount (requested)", compact: true, value: |_, _, c| json_text(&c["mount"]) },
+    VariantTableRow { label: "mount (effective)", compact: true, value: |d, n, _| effective_mount(d, n) },
+    VariantTableRow { label: "throttle", compact: true, value: |_, _, c| throttle_text(&c["throttle"]) },
+    VariantTableRow { label: "read_ahead_kb", compact: true, value: |_, _, c| json_text(&c["read_ahead_kb"]) },
+    VariantTableRow { label: "scheduler", compact: true, value: |_, _, c| json_text(&c["scheduler"]) },
+    VariantTableRow { label: "sysfs", compact: false, value: |_, _, c| sysfs_text(&c["sysfs"]) },
+    VariantTableRow {
         label: "runs ok / failed",
         compact: true,
         value: |d, n, _| {

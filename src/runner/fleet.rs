@@ -19,7 +19,7 @@ use super::owner::Resume;
 use crate::exit;
 use crate::experiment::{Experiment, PlannedRun};
 use crate::inspect::machine::Machine;
-use crate::store::{campaign, MetricSeries, NewExperiment, RunContext, Shard, Store};
+use crate::store::{campaign, MetricSeries, NewExperiment, RecordingContext, Shard, Store};
 
 /// `--shard K/N` with its campaign id (what every shard of it agrees on).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,14 +82,14 @@ pub fn this_machine(backing: Option<&std::path::Path>) -> &'static Machine {
 /// Attaches this machine (and `shard`) to every run `store` records from
 /// now on; keeps a machine the caller already set.
 pub fn set_context(store: &mut Store, exp: &Experiment, device: Option<&std::path::Path>, shard: Option<Shard>) {
-    let machine = match store.run_context().machine.clone() {
+    let machine = match store.recording_context().machine.clone() {
         Some(m) => m,
         None => {
             let workdir = exp.workdir.ancestors().find(|p| p.exists()).map(std::path::Path::to_path_buf);
             this_machine(device.or(workdir.as_deref())).clone()
         }
     };
-    store.set_run_context(RunContext { machine: Some(machine), shard });
+    store.set_recording_context(RecordingContext { machine: Some(machine), shard });
 }
 
 /// Joins (or, after a kill, rejoins) the campaign: the experiment id every
@@ -103,7 +103,7 @@ pub fn join(store: &mut Store, c: &CampaignShard, new: &NewExperiment, resume: R
             c.shard
         )));
     }
-    let machine = store.run_context().machine.clone();
+    let machine = store.recording_context().machine.clone();
     store.join_campaign(new, &c.campaign, c.shard, machine.as_ref())
 }
 
@@ -111,7 +111,7 @@ pub fn join(store: &mut Store, c: &CampaignShard, new: &NewExperiment, resume: R
 /// campaign's runs on this machine's hardware (comparisons never mix
 /// machines), or every run without a shard.
 pub fn deciding_series(store: &Store, experiment_id: i64) -> Result<Vec<MetricSeries>> {
-    match (&store.run_context().shard, &store.run_context().machine) {
+    match (&store.recording_context().shard, &store.recording_context().machine) {
         (Some(_), Some(machine)) => store.metric_series_on(experiment_id, &machine.hardware()),
         _ => store.metric_series(experiment_id),
     }

@@ -92,7 +92,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         workloads.push(w);
     }
     preflight::check_space(exp, opts, &workloads, observer)?;
-    let mut places = place::Places::prepare(exp)?;
+    let mut vms = place::KernelVms::prepare(exp)?;
 
     let diagnosis = diagnose(exp);
     for line in &diagnosis.hostile {
@@ -100,13 +100,13 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     }
 
     let experiment_id = match (&opts.campaign, resumed) {
-        (Some(c), _) => fleet::join(store, c, &new_experiment(exp, diagnosis, places.environment(exp))?, resume)?,
+        (Some(c), _) => fleet::join(store, c, &new_experiment(exp, diagnosis, vms.environment(exp))?, resume)?,
         (None, Some(id)) => {
             observer.message(&format!("resuming experiment {id}"));
             store.set_experiment_status(id, ExperimentStatus::Running)?;
             id
         }
-        (None, None) => store.create_experiment(&new_experiment(exp, diagnosis, places.environment(exp))?)?,
+        (None, None) => store.create_experiment(&new_experiment(exp, diagnosis, vms.environment(exp))?)?,
     };
     let _running = owner::register(store, experiment_id);
     // `kernel` is the host's release; each kernel variant's own is `kernel.<variant>`.
@@ -145,7 +145,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
             }
             let variant = &exp.variants[planned.variant];
             observer.started(planned, &variant.name, &exp.workloads[planned.workload].label);
-            let record = places.execute(exp, planned, workloads[planned.workload].as_mut(), opts, observer);
+            let record = vms.execute(exp, planned, workloads[planned.workload].as_mut(), opts, observer);
             store.record_run(experiment_id, &record)?;
             match record.status {
                 Some(RunStatus::Ok) => summary.runs_ok += 1,
@@ -173,7 +173,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         (first, count) = (next_round, rounds);
         observer.extend(fleet::runs_in(exp, shard, first, count));
     }
-    places.shut_down_all(observer);
+    vms.shut_down_all(observer);
     let status = if summary.interrupted { ExperimentStatus::Interrupted } else { ExperimentStatus::Complete };
     store.set_experiment_status(experiment_id, status)?;
     observer.done();

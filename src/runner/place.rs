@@ -32,7 +32,7 @@ use crate::workload::Workload;
 const VM_RUN_SLACK: Duration = Duration::from_secs(600);
 
 /// The kernel variants' resolved kernels and their VMs.
-pub struct Places {
+pub struct KernelVms {
     kernels: HashMap<usize, KernelArtifacts>,
     vms: HashMap<usize, VariantVm>,
 }
@@ -59,11 +59,11 @@ pub fn check_vm_tools(exp: &Experiment) -> Result<()> {
     })
 }
 
-impl Places {
+impl KernelVms {
     /// Resolve every kernel variant's kernel (a package is unpacked into
     /// the cache once): a kernel that cannot be used fails here, before
     /// any run starts.
-    pub fn prepare(exp: &Experiment) -> Result<Places> {
+    pub fn prepare(exp: &Experiment) -> Result<KernelVms> {
         let mut kernels = HashMap::new();
         let cache = kernel_cache(exp);
         for (i, v) in exp.variants.iter().enumerate() {
@@ -73,7 +73,7 @@ impl Places {
                 kernels.insert(i, artifacts);
             }
         }
-        Ok(Places { kernels, vms: HashMap::new() })
+        Ok(KernelVms { kernels, vms: HashMap::new() })
     }
 
     /// Per variant: where it runs and with which kernel (and its config

@@ -74,7 +74,7 @@ pub(super) fn machine_by_id(q: &mut dyn Sql, id: i64) -> Result<Option<StoredMac
 impl Store {
     /// The machines an experiment's runs ran on, in order of first use.
     /// Runs recorded without a machine (before schema v4, or with no
-    /// [`RunContext::machine`](super::RunContext)) are not counted.
+    /// [`RecordingContext::machine`](super::RecordingContext)) are not counted.
     pub fn machines(&self, experiment_id: i64) -> Result<Vec<MachineUse>> {
         let loc = self.location();
         self.snapshot(|q| {

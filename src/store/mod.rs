@@ -63,7 +63,7 @@ pub struct Store {
     /// `None` for in-memory stores.
     location: Option<StoreLocation>,
     /// What [`Store::record_run`] attaches to every run it writes.
-    context: RunContext,
+    context: RecordingContext,
 }
 
 enum Backend {
@@ -75,9 +75,9 @@ enum Backend {
 }
 
 /// Who records runs, attached to every run [`Store::record_run`] writes:
-/// set once with [`Store::set_run_context`] after opening the store.
+/// set once with [`Store::set_recording_context`] after opening the store.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct RunContext {
+pub struct RecordingContext {
     /// The machine the runs execute on ([`Machine::capture`]).
     ///
     /// [`Machine::capture`]: crate::inspect::machine::Machine::capture
@@ -256,7 +256,7 @@ impl Store {
     /// Opens a fresh in-memory SQLite store (for tests and dry runs).
     pub fn open_in_memory() -> Result<Store> {
         let conn = Connection::open_in_memory().context("cannot open in-memory SQLite database")?;
-        let mut store = Store { backend: Backend::Sqlite(conn), location: None, context: RunContext::default() };
+        let mut store = Store { backend: Backend::Sqlite(conn), location: None, context: RecordingContext::default() };
         store.init(SCHEMA_VERSION, Create::Yes)?;
         Ok(store)
     }
@@ -283,7 +283,7 @@ impl Store {
             }
             StoreLocation::Postgres(url) => Backend::Postgres(Box::new(RefCell::new(Pg::connect(url)?))),
         };
-        let mut store = Store { backend, location: Some(loc.clone()), context: RunContext::default() };
+        let mut store = Store { backend, location: Some(loc.clone()), context: RecordingContext::default() };
         store.init(target, create)?;
         Ok(store)
     }
@@ -335,11 +335,11 @@ impl Store {
     }
 
     /// Sets what [`Store::record_run`] attaches to each run from now on.
-    pub fn set_run_context(&mut self, context: RunContext) {
+    pub fn set_recording_context(&mut self, context: RecordingContext) {
         self.context = context;
     }
 
-    pub fn run_context(&self) -> &RunContext {
+    pub fn recording_context(&self) -> &RecordingContext {
         &self.context
     }
 

@@ -7,7 +7,7 @@ use super::campaign::{heartbeat, shard_count, update_campaign_status};
 use super::columns::insert_one;
 use super::runs::{put_run, Existing, FullRun};
 use super::sql::{params, Sql, Value};
-use super::{check_json, now_rfc3339, NewExperiment, RunContext, Store, VariantRow, WorkloadRow};
+use super::{check_json, now_rfc3339, NewExperiment, RecordingContext, Store, VariantRow, WorkloadRow};
 use crate::record::RunRecord;
 use crate::stored::ExperimentStatus;
 
@@ -110,7 +110,7 @@ impl Store {
     ///
     /// `complete`, `interrupted` and `failed` stamp `finished_at` with the
     /// current time; `running` (a resume) clears it. For a campaign's
-    /// experiment, while this store's [`RunContext::shard`] is set, this
+    /// experiment, while this store's [`RecordingContext::shard`] is set, this
     /// ends that shard instead ([`Store::finish_shard`]) and the experiment
     /// is complete only when all shards are.
     pub fn set_experiment_status(&mut self, id: i64, status: impl AsRef<str>) -> Result<()> {
@@ -154,7 +154,7 @@ impl Store {
     }
 
     /// [`Store::record_run`] with an explicit context.
-    pub fn record_run_with(&mut self, experiment_id: i64, run: &RunRecord, context: &RunContext) -> Result<i64> {
+    pub fn record_run_with(&mut self, experiment_id: i64, run: &RunRecord, context: &RecordingContext) -> Result<i64> {
         let loc = self.location();
         let status = run.status.ok_or_else(|| {
             anyhow!("run seq {} of experiment {experiment_id} has no status; cannot record it", run.seq)

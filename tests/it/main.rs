@@ -18,6 +18,7 @@ mod history_cli;
 mod inspect_cli;
 mod iostat_logs;
 mod kernels;
+mod layers;
 mod lifecycle;
 mod pipes;
 mod report;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference change points from Apache Otava for src/stats/changepoint.rs.
+"""Reference change points from Apache Otava for crates/stats/src/changepoint.rs.
 
 Not a test dependency: run by hand in a private virtualenv,
     python3 -m venv /var/tmp/otava && /var/tmp/otava/bin/pip install apache-otava==0.8.0

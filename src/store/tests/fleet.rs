@@ -54,16 +54,16 @@ fn runs_carry_their_machine() {
         let e = store.create_experiment(&new_exp("e", "h")).unwrap();
         let (m1, m2) = (machine("box1"), machine("box2"));
         let m1_new_kernel = Machine { kernel_release: "6.9.0".into(), ..m1.clone() };
-        store.set_run_context(RunContext { machine: Some(m1.clone()), shard: None });
+        store.set_recording_context(RecordingContext { machine: Some(m1.clone()), shard: None });
         let r0 = store
             .record_run(e, &run(0, 0, "zeta", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 1.0)]))
             .unwrap();
         store.record_run(e, &run(1, 0, "alpha", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 2.0)])).unwrap();
-        let ctx2 = RunContext { machine: Some(m2.clone()), shard: None };
+        let ctx2 = RecordingContext { machine: Some(m2.clone()), shard: None };
         store
             .record_run_with(e, &run(2, 1, "zeta", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 3.0)]), &ctx2)
             .unwrap();
-        let ctx3 = RunContext { machine: Some(m1_new_kernel.clone()), shard: None };
+        let ctx3 = RecordingContext { machine: Some(m1_new_kernel.clone()), shard: None };
         store
             .record_run_with(e, &run(3, 1, "alpha", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 4.0)]), &ctx3)
             .unwrap();
@@ -120,7 +120,7 @@ fn shards_join_one_campaign_experiment() {
         assert!(st.describe().contains("0/3 shards complete; missing 3; running 1, 2"), "{}", st.describe());
 
         // Runs recorded by a shard carry it and beat its heartbeat.
-        a.set_run_context(RunContext { machine: Some(machine("h1")), shard: Some(s1) });
+        a.set_recording_context(RecordingContext { machine: Some(machine("h1")), shard: Some(s1) });
         let r = a.record_run(id, &run(0, 0, "zeta", "first", RunStatus::Ok, vec![])).unwrap();
         assert_eq!(a.run_meta(r).unwrap().shard, Some(1));
         // The runner's usual end of experiment ends only this shard.
@@ -190,7 +190,7 @@ fn writer_child() {
     std::thread::sleep(std::time::Duration::from_millis(u64::try_from(start.saturating_sub(now_ms())).unwrap()));
     let began = now_ms();
     let id = store.join_campaign(&new_exp("race", "h"), "race-1", shard, Some(&machine("racer"))).unwrap();
-    store.set_run_context(RunContext { machine: Some(machine("racer")), shard: None });
+    store.set_recording_context(RecordingContext { machine: Some(machine("racer")), shard: None });
     let mine: Vec<usize> = (0..CONCURRENT_RUNS).filter(|s| s % shard.count == shard.index - 1).collect();
     let others: Vec<usize> = (0..CONCURRENT_RUNS).rev().filter(|s| !mine.contains(s)).collect();
     for seq in mine.iter().chain(&others) {

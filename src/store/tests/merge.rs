@@ -7,7 +7,10 @@ fn source(db: &TestDb) -> (Store, i64) {
     let mut s = db.open();
     let e = s.create_experiment(&new_exp("boot", "h")).unwrap();
     s.add_tags(e, &[("team".into(), "storage".into())]).unwrap();
-    s.set_run_context(RunContext { machine: Some(crate::inspect::machine::Machine::capture(None)), shard: None });
+    s.set_recording_context(RecordingContext {
+        machine: Some(crate::inspect::machine::Machine::capture(None)),
+        shard: None,
+    });
     s.record_run(e, &full_run(0)).unwrap();
     s.record_run(e, &run(1, 0, "alpha", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 2.0)])).unwrap();
     s.record_run(e, &run(2, 0, "zeta", "first", RunStatus::Failed, vec![])).unwrap();
@@ -119,7 +122,7 @@ fn shards_recorded_apart_merge_into_one_experiment() {
             let shard = Shard { index: k + 1, count: 3 };
             let m = crate::inspect::machine::Machine { hostname: format!("h{k}"), ..Default::default() };
             let id = s.join_campaign(&new, "nightly-7", shard, Some(&m)).unwrap();
-            s.set_run_context(RunContext { machine: Some(m), shard: Some(shard) });
+            s.set_recording_context(RecordingContext { machine: Some(m), shard: Some(shard) });
             for seq in (k..9).step_by(3) {
                 s.record_run(
                     id,

@@ -12,7 +12,7 @@
 //! nor the interval much, where the mean and the t interval are dragged by
 //! a single one (the Welch-on-logs rule fell from 100% to 15.5% power with
 //! 10% of runs ×1.5; this one keeps ≥ 99%, see the module docs of
-//! [`crate::stats`]). Cost on clean normal data: asymptotic efficiency
+//! [`crate`]). Cost on clean normal data: asymptotic efficiency
 //! 3/π ≈ 0.955 of the t test.
 //!
 //! Every question the verdict asks of the interval ("is its lower end above

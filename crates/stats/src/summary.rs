@@ -51,7 +51,7 @@ pub struct Summary {
     /// Geometric mean; NaN unless every value is positive.
     pub geomean: f64,
     /// Indices into the input slice whose |modified z-score| exceeds
-    /// [`crate::stats::OUTLIER_Z`]. Flagged for a human, never dropped.
+    /// [`crate::OUTLIER_Z`]. Flagged for a human, never dropped.
     pub outliers: Vec<usize>,
 }
 

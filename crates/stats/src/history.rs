@@ -9,7 +9,7 @@ use super::{summarize, t_quantile};
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct HistoryPoint {
     /// mmtests-style mean of the runs (harmonic for rates, arithmetic for
-    /// times; see [`crate::stats::Summary::mean`]).
+    /// times; see [`crate::Summary::mean`]).
     pub mean: f64,
     /// Lower end of the 95% CI of the mean, `mean − t·sd/√n`; NaN for n < 2.
     pub ci_low: f64,

@@ -17,7 +17,7 @@
 //! runs needed depend on the step against the noise, not on the candidate.
 //! Each call is wrong (the far side) with probability ≤ `alpha`; a caller
 //! that asks up to `k` times per step should pass `alpha / k`. Measured by
-//! [`crate::stats::simulation::oracle_rates`].
+//! [`crate::simulation::oracle_rates`].
 
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, StudentsT};

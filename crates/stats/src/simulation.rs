@@ -167,7 +167,7 @@ pub fn changepoint_accuracy(
 /// What the gate is checked against in a [`GateRates`] row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Against {
+pub enum GateAgainst {
     /// The last `history` experiments.
     History,
     /// One earlier experiment.
@@ -177,7 +177,7 @@ pub enum Against {
 /// One row of the gate table.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct GateRates {
-    pub against: Against,
+    pub against: GateAgainst,
     /// Per-run coefficient of variation.
     pub cv: f64,
     /// Sd of the per-experiment offset, as a fraction of the mean.
@@ -200,17 +200,17 @@ pub struct GateRates {
 }
 
 /// The scenarios of the gate table: `(against, cv, between, runs, history)`.
-pub fn gate_scenarios() -> Vec<(Against, f64, f64, usize, usize)> {
+pub fn gate_scenarios() -> Vec<(GateAgainst, f64, f64, usize, usize)> {
     let mut v = Vec::new();
     for cv in [0.01, 0.02, 0.05] {
-        v.push((Against::History, cv, cv / 2.0, 5, 64));
+        v.push((GateAgainst::History, cv, cv / 2.0, 5, 64));
     }
-    v.push((Against::History, 0.02, 0.01, 5, 10));
-    v.push((Against::History, 0.02, 0.0, 5, 64));
+    v.push((GateAgainst::History, 0.02, 0.01, 5, 10));
+    v.push((GateAgainst::History, 0.02, 0.0, 5, 64));
     for cv in [0.01, 0.02, 0.05] {
-        v.push((Against::Experiment, cv, 0.0, 5, 1));
+        v.push((GateAgainst::Experiment, cv, 0.0, 5, 1));
     }
-    v.push((Against::Experiment, 0.02, 0.01, 5, 1));
+    v.push((GateAgainst::Experiment, 0.02, 0.01, 5, 1));
     v
 }
 
@@ -218,7 +218,7 @@ pub fn gate_scenarios() -> Vec<(Against, f64, f64, usize, usize)> {
 /// +10% newest experiments.
 pub fn gate_error_rates(
     cfg: &GateConfig,
-    (against, cv, between, runs, history): (Against, f64, f64, usize, usize),
+    (against, cv, between, runs, history): (GateAgainst, f64, f64, usize, usize),
     checks: usize,
     seed: u64,
 ) -> GateRates {
@@ -232,7 +232,7 @@ pub fn gate_error_rates(
             .map(|_| {
                 let newest = experiment(draws, 1.0 + step);
                 let report = match against {
-                    Against::History => {
+                    GateAgainst::History => {
                         let points: Vec<HistoryPoint> =
                             (0..history).map(|_| HistoryPoint::from_values(&experiment(draws, 1.0), false)).collect();
                         let m = MetricHistory {
@@ -244,7 +244,7 @@ pub fn gate_error_rates(
                         };
                         check_history(&[m], cfg)
                     }
-                    Against::Experiment => {
+                    GateAgainst::Experiment => {
                         let baseline = experiment(draws, 1.0);
                         let m = MetricRuns {
                             name: "t",
@@ -284,7 +284,7 @@ pub fn gate_error_rates(
 /// Where the candidate of an oracle scenario really is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum Truth {
+pub enum OracleTruth {
     Good,
     Bad,
     /// Halfway between the ends: no right answer; it should stay unknown.
@@ -296,7 +296,7 @@ pub enum Truth {
 pub struct OracleRates {
     /// Bad end above good, in run noise sd.
     pub step_sd: f64,
-    pub truth: Truth,
+    pub truth: OracleTruth,
     /// Runs per side before the first question, and the most after rounds.
     pub start_runs: usize,
     pub max_runs: usize,
@@ -313,13 +313,13 @@ pub struct OracleRates {
 }
 
 /// The scenarios of the oracle table: `(step_sd, truth)`.
-pub fn oracle_scenarios() -> Vec<(f64, Truth)> {
+pub fn oracle_scenarios() -> Vec<(f64, OracleTruth)> {
     let mut v = Vec::new();
     for step in [2.0, 3.0, 5.0] {
-        v.push((step, Truth::Good));
-        v.push((step, Truth::Bad));
+        v.push((step, OracleTruth::Good));
+        v.push((step, OracleTruth::Bad));
     }
-    v.push((3.0, Truth::Halfway));
+    v.push((3.0, OracleTruth::Halfway));
     v
 }
 
@@ -327,7 +327,7 @@ pub fn oracle_scenarios() -> Vec<(f64, Truth)> {
 /// bad and the candidate and adds one run to each until the oracle decides
 /// or `max_runs` is reached, as `bisect-commits` would.
 pub fn oracle_rates(
-    (step_sd, truth): (f64, Truth),
+    (step_sd, truth): (f64, OracleTruth),
     (start_runs, max_runs): (usize, usize),
     alpha: f64,
     steps: usize,
@@ -338,9 +338,9 @@ pub fn oracle_rates(
     let questions = (max_runs.max(start_runs) - start_runs + 1) as f64;
     let level = |shift: f64, d: &mut Draws| 100.0 * (shift * CV + CV * d.normal()).exp();
     let at = match truth {
-        Truth::Good => 0.0,
-        Truth::Bad => step_sd,
-        Truth::Halfway => step_sd / 2.0,
+        OracleTruth::Good => 0.0,
+        OracleTruth::Bad => step_sd,
+        OracleTruth::Halfway => step_sd / 2.0,
     };
     let (mut good, mut bad, mut runs_total) = (0usize, 0usize, 0usize);
     for _ in 0..steps {
@@ -401,18 +401,18 @@ mod tests {
     #[test]
     fn gate_sees_a_ten_percent_slowdown_at_one_percent_noise() {
         let cfg = GateConfig::default();
-        let h = gate_error_rates(&cfg, (Against::History, 0.01, 0.005, 5, 20), 40, 4);
+        let h = gate_error_rates(&cfg, (GateAgainst::History, 0.01, 0.005, 5, 20), 40, 4);
         assert!(h.detected_10_pct >= 95.0 && h.false_alarms_per_1000 <= 25.0, "{h:?}");
-        let e = gate_error_rates(&cfg, (Against::Experiment, 0.01, 0.0, 5, 1), 40, 5);
+        let e = gate_error_rates(&cfg, (GateAgainst::Experiment, 0.01, 0.0, 5, 1), 40, 5);
         assert!(e.detected_10_pct >= 95.0 && e.false_alarms_per_1000 <= 25.0, "{e:?}");
     }
 
     #[test]
     fn oracle_finds_the_side_of_a_clear_step() {
-        let r = oracle_rates((5.0, Truth::Bad), (3, 10), 0.01, 100, 6);
+        let r = oracle_rates((5.0, OracleTruth::Bad), (3, 10), 0.01, 100, 6);
         assert!(r.bad_pct >= 95.0 && r.good_pct == 0.0, "{r:?}");
         assert!(r.mean_runs >= 3.0 && r.mean_runs <= 10.0);
-        let h = oracle_rates((3.0, Truth::Halfway), (3, 6), 0.01, 100, 7);
+        let h = oracle_rates((3.0, OracleTruth::Halfway), (3, 6), 0.01, 100, 7);
         assert!(h.undecided_pct >= 80.0 && (h.mean_runs - 6.0).abs() < 0.5, "{h:?}");
     }
 

@@ -34,7 +34,7 @@ impl Default for CompareConfig {
 }
 
 /// How the runs of a comparison were collected, which decides the levels
-/// its intervals use (see [`crate::stats::sequential`]).
+/// its intervals use (see [`crate::sequential`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case", tag = "kind")]
 pub enum Stopping {
@@ -215,7 +215,7 @@ pub struct Comparison {
     /// Which rule decided, at which look.
     pub decided_by: DecisionRule,
     /// Only when inconclusive: estimated runs per variant after which a
-    /// decisive verdict is likely (see [`crate::stats::runs_needed`]).
+    /// decisive verdict is likely (see [`crate::runs_needed`]).
     /// `None` also when there is no noise estimate.
     pub runs_needed: Option<usize>,
     /// Two-sided exact Mann–Whitney U p-value, once both sides have at least
@@ -436,7 +436,7 @@ struct Decision {
 ///
 /// With `a_k` the efficacy level and `b_k` the equivalence level of the
 /// look each metric's data reached (`α/2` each at a fixed-n look; see
-/// [`crate::stats::sequential`]), and `R` the number of metrics whose
+/// [`crate::sequential`]), and `R` the number of metrics whose
 /// Benjamini–Hochberg adjusted p is at most `2 a_k`:
 /// * Regressed / Improved: the metric is among the `R`, and its interval at
 ///   two-sided level `1 − 2 a_k R / m` (the false-coverage-rate interval of
@@ -509,7 +509,7 @@ pub fn compare(baseline: &[f64], variant: &[f64], higher_is_better: bool, cfg: &
 /// Intervals: Hodges–Lehmann/Moses on ln(values) ([`CompareMethod::LogRank`]),
 /// falling back to Welch when there are too few runs for a rank interval
 /// or logs are undefined. Levels: `α` at a fixed-n look; the
-/// group-sequential boundaries of [`crate::stats::sequential`] when
+/// group-sequential boundaries of [`crate::sequential`] when
 /// `cfg.stopping` is sequential.
 pub fn compare_family(items: &[(&[f64], &[f64], bool)], cfg: &CompareConfig) -> Vec<Comparison> {
     let cfg = cfg.sanitized();
@@ -750,7 +750,7 @@ mod tests {
         let c = compare(&b, &v, false, &cfg());
         assert_eq!(c.verdict, Verdict::Inconclusive, "{c:?}");
         let n = c.runs_needed.expect("noise estimate available");
-        assert!(n > 10 && n <= crate::stats::RUNS_NEEDED_CAP, "{n}");
+        assert!(n > 10 && n <= crate::RUNS_NEEDED_CAP, "{n}");
         // Quieter runs with the same small change need more runs to show
         // it is inside the band than to show a clear change elsewhere.
         let quiet = compare(&[10.0, 10.1, 9.9, 10.05], &[10.25, 10.1, 10.3, 10.2], false, &cfg());
@@ -991,7 +991,7 @@ mod tests {
     struct MeanKindProbe;
     impl Serialize for MeanKindProbe {
         fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-            use crate::stats::MeanKind;
+            use crate::MeanKind;
             [MeanKind::Harmonic, MeanKind::Arithmetic].serialize(s)
         }
     }

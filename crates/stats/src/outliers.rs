@@ -12,7 +12,7 @@
 //!
 //! Runs are tested on the log scale when all values are positive (slow runs
 //! are multiplicative). Measured by `fslab simulate` (see the module docs
-//! of [`crate::stats`]): ≤ 4% of clean A/A experiments (both sides) get a
+//! of [`crate`]): ≤ 4% of clean A/A experiments (both sides) get a
 //! flag at any n, and a single ×1.5 run among 10 is flagged in 100% of
 //! experiments at CV 1% and 3%.
 

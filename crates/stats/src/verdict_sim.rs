@@ -1,5 +1,5 @@
 //! Monte-Carlo simulation of the verdict rules: the evidence behind every
-//! error rate the module docs of [`crate::stats`] claim (`fslab simulate`).
+//! error rate the module docs of [`crate`] claim (`fslab simulate`).
 //!
 //! An experiment draws log-normal run values (σ² = ln(1 + CV²)) for a
 //! baseline and a variant whose true ratio is `1 + change` (a
@@ -8,8 +8,8 @@
 //! run order. Each adaptive experiment looks after every planned round and
 //! stops at the first decisive verdict, exactly as the runner does. Every
 //! table of issue 13 is computed twice: with the rule before the issue
-//! ([`Rule::Legacy`]: Welch on logs, unadjusted 95% CI at every look) and
-//! with the rule `stats::compare` implements now ([`Rule::Current`], run
+//! ([`VerdictRule::Legacy`]: Welch on logs, unadjusted 95% CI at every look) and
+//! with the rule `stats::compare` implements now ([`VerdictRule::Current`], run
 //! through the same code as `compare`).
 //!
 //! Seeds are fixed per table and cell, so every run of `fslab simulate`
@@ -101,11 +101,11 @@ fn uniform(rng: &mut ChaCha8Rng) -> f64 {
 
 /// A verdict rule under test.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Rule {
+pub enum VerdictRule {
     /// Before issue 13: Welch t on ln(values), `p < α` and the unadjusted
     /// 95% CI against the band, re-applied at every look.
     Legacy,
-    /// What [`crate::stats::compare`] implements.
+    /// What [`crate::compare`] implements.
     Current,
     /// A candidate group-sequential design: spending of the efficacy and
     /// equivalence boundaries, and whether the rank interval is used
@@ -119,28 +119,28 @@ pub enum Rule {
     ConfidenceSequence,
 }
 
-impl Rule {
+impl VerdictRule {
     pub fn label(&self) -> String {
         match self {
-            Rule::Legacy => "before (Welch 95% every look)".to_string(),
-            Rule::Current => "after (fslab's rule)".to_string(),
-            Rule::Candidate { efficacy, equivalence, rank, looks } => format!(
+            VerdictRule::Legacy => "before (Welch 95% every look)".to_string(),
+            VerdictRule::Current => "after (fslab's rule)".to_string(),
+            VerdictRule::Candidate { efficacy, equivalence, rank, looks } => format!(
                 "{} / {} {}{}",
                 efficacy.label(),
                 equivalence.label(),
                 if *rank { "rank" } else { "Welch" },
                 if *looks < super::sequential::MAX_LOOKS { format!(", ≤ {looks} looks") } else { String::new() }
             ),
-            Rule::ConfidenceSequence => "confidence sequence (t-mixture)".to_string(),
+            VerdictRule::ConfidenceSequence => "confidence sequence (t-mixture)".to_string(),
         }
     }
 
     /// Rounds at which an adaptive experiment may stop.
     fn looks(&self, min: usize, max: usize) -> Vec<usize> {
         match self {
-            Rule::Legacy | Rule::ConfidenceSequence => (min..=max).collect(),
-            Rule::Current => SequentialDesign::standard(min, max, ALPHA).looks.clone(),
-            Rule::Candidate { efficacy, equivalence, looks, .. } => {
+            VerdictRule::Legacy | VerdictRule::ConfidenceSequence => (min..=max).collect(),
+            VerdictRule::Current => SequentialDesign::standard(min, max, ALPHA).looks.clone(),
+            VerdictRule::Candidate { efficacy, equivalence, looks, .. } => {
                 SequentialDesign::cached(min, max, ALPHA, *efficacy, *equivalence, *looks).looks.clone()
             }
         }
@@ -151,14 +151,14 @@ impl Rule {
         let cfg =
             CompareConfig { alpha: ALPHA, theta: THETA, stopping: Stopping::adaptive(min, max), ..Default::default() };
         match self {
-            Rule::Legacy => legacy_verdicts(&[(b, v)])[0],
-            Rule::Current => verdicts(&[(b, v, false)], &cfg)[0],
-            Rule::Candidate { efficacy, equivalence, rank, looks } => {
+            VerdictRule::Legacy => legacy_verdicts(&[(b, v)])[0],
+            VerdictRule::Current => verdicts(&[(b, v, false)], &cfg)[0],
+            VerdictRule::Candidate { efficacy, equivalence, rank, looks } => {
                 let design = SequentialDesign::cached(min, max, ALPHA, *efficacy, *equivalence, *looks);
                 let look = |n: usize| if max > min { design.look_at(n) } else { Look::fixed(n, ALPHA) };
                 verdicts_at(&[(b, v, false)], &cfg, &look, *rank)[0]
             }
-            Rule::ConfidenceSequence => confidence_sequence_verdict(b, v),
+            VerdictRule::ConfidenceSequence => confidence_sequence_verdict(b, v),
         }
     }
 }
@@ -225,7 +225,7 @@ fn legacy_runs_needed(b: &[f64], v: &[f64]) -> Option<usize> {
     Some(n.clamp(b.len().min(v.len()) + 1, 10_000))
 }
 
-/// The anytime-valid rule of [`Rule::ConfidenceSequence`].
+/// The anytime-valid rule of [`VerdictRule::ConfidenceSequence`].
 fn confidence_sequence_verdict(b: &[f64], v: &[f64]) -> Verdict {
     let d: Vec<f64> = b.iter().zip(v).map(|(x, y)| y.ln() - x.ln()).collect();
     let n = d.len();
@@ -361,7 +361,7 @@ fn parallel<T: Send + Default>(
 ///
 /// The runs depend only on `max` and the scenario, so rules and `min`
 /// values are compared on the same simulated experiments (paired).
-pub fn run_cell(rule: Rule, min: usize, max: usize, scenario: Scenario, sim: &SimConfig) -> Tally {
+pub fn run_cell(rule: VerdictRule, min: usize, max: usize, scenario: Scenario, sim: &SimConfig) -> Tally {
     let seed = cell_seed(&format!("{max}-{scenario:?}"));
     let looks = if max > min { rule.looks(min, max) } else { vec![max] };
     parallel(
@@ -398,7 +398,7 @@ fn reps(min: usize, max: usize) -> String {
 /// The issue's first table: optional stopping, before and after.
 pub fn table_optional_stopping(sim: &SimConfig, out: &mut String) {
     let rows = [(20, 20, 0.10), (5, 20, 0.10), (30, 30, 0.10), (3, 30, 0.10), (3, 30, 0.03)];
-    for rule in [Rule::Legacy, Rule::Current] {
+    for rule in [VerdictRule::Legacy, VerdictRule::Current] {
         let _ = writeln!(out, "\n{}\n", rule.label());
         let _ = writeln!(
             out,
@@ -429,9 +429,9 @@ pub fn table_any_design(sim: &SimConfig, out: &mut String) {
     );
     for (min, max) in designs {
         for cv in [0.03, 0.10] {
-            let aa = run_cell(Rule::Current, min, max, Scenario::new(cv, 0.0), sim);
-            let fixed = run_cell(Rule::Current, max, max, Scenario::new(cv, 0.0), sim);
-            let edge = run_cell(Rule::Current, min, max, Scenario::new(cv, THETA), sim);
+            let aa = run_cell(VerdictRule::Current, min, max, Scenario::new(cv, 0.0), sim);
+            let fixed = run_cell(VerdictRule::Current, max, max, Scenario::new(cv, 0.0), sim);
+            let edge = run_cell(VerdictRule::Current, min, max, Scenario::new(cv, THETA), sim);
             let _ = writeln!(
                 out,
                 "| {} | {:.0}% | {} | {} | {} | {:.1} | {} | {} |",
@@ -459,9 +459,9 @@ pub fn table_power(sim: &SimConfig, out: &mut String) {
     for (change, cv) in cells {
         for (min, max) in designs {
             let sc = Scenario::new(cv, change);
-            let before = run_cell(Rule::Legacy, max, max, sc, sim);
-            let fixed = run_cell(Rule::Current, max, max, sc, sim);
-            let adaptive = run_cell(Rule::Current, min, max, sc, sim);
+            let before = run_cell(VerdictRule::Legacy, max, max, sc, sim);
+            let fixed = run_cell(VerdictRule::Current, max, max, sc, sim);
+            let adaptive = run_cell(VerdictRule::Current, min, max, sc, sim);
             let _ = writeln!(
                 out,
                 "| +{:.0}% / {:.0}% | {} | {} | {} | {} | {:.1} of {max} | {:.1}% |",
@@ -493,7 +493,7 @@ pub fn table_outliers(sim: &SimConfig, out: &mut String) {
             let t = run_cell(rule, 20, 20, sc, sim);
             pct(if power { t.regressed_rate() } else { t.false_change_rate() })
         };
-        let _ = writeln!(out, "| {label} | {} | {} |", cell(Rule::Legacy), cell(Rule::Current));
+        let _ = writeln!(out, "| {label} | {} | {} |", cell(VerdictRule::Legacy), cell(VerdictRule::Current));
     }
 }
 
@@ -542,7 +542,7 @@ pub fn table_outlier_flags(sim: &SimConfig, out: &mut String) {
 
 /// Smallest fixed n at which the right verdict (`regressed` for a change
 /// beyond the band, `no-change` for none) has probability 80%.
-fn simulated_need(rule: Rule, sc: Scenario, sim: &SimConfig) -> usize {
+fn simulated_need(rule: VerdictRule, sc: Scenario, sim: &SimConfig) -> usize {
     let power = |n: usize| {
         let t = run_cell(rule, n, n, sc, sim);
         if sc.change.abs() > THETA {
@@ -578,7 +578,7 @@ pub fn table_runs_needed(sim: &SimConfig, out: &mut String) {
     );
     for (change, cv) in [(0.05, 0.03), (0.05, 0.10), (0.0, 0.03), (0.10, 0.10)] {
         let sc = Scenario::new(cv, change);
-        for rule in [Rule::Legacy, Rule::Current] {
+        for rule in [VerdictRule::Legacy, VerdictRule::Current] {
             let need = simulated_need(rule, sc, sim);
             let predictions: Vec<Option<usize>> = parallel(
                 sim,
@@ -586,7 +586,7 @@ pub fn table_runs_needed(sim: &SimConfig, out: &mut String) {
                 |rng| {
                     let (b, v) = sc.draw(5, rng);
                     let p = match rule {
-                        Rule::Legacy => match legacy_verdicts(&[(&b, &v)])[0] {
+                        VerdictRule::Legacy => match legacy_verdicts(&[(&b, &v)])[0] {
                             Verdict::Inconclusive => legacy_runs_needed(&b, &v),
                             _ => None,
                         },
@@ -611,7 +611,7 @@ pub fn table_runs_needed(sim: &SimConfig, out: &mut String) {
                 "| {:+.0}% / {:.0}% | {} | {need} | {mi} ({:+.0}%) | {ma} ({:+.0}%) |",
                 change * 100.0,
                 cv * 100.0,
-                if rule == Rule::Legacy { "before" } else { "after" },
+                if rule == VerdictRule::Legacy { "before" } else { "after" },
                 100.0 * (mi as f64 / need as f64 - 1.0),
                 100.0 * (ma as f64 / need as f64 - 1.0)
             );
@@ -633,7 +633,7 @@ pub fn table_multiplicity(sim: &SimConfig, out: &mut String) {
         out,
         "\n| 10 metrics, n = 10, CV 3%: 2 at +10%, 8 at +2% | false R per edge metric | false discovery rate | power on the +10% metrics |\n| --- | --- | --- | --- |"
     );
-    for rule in [Rule::Legacy, Rule::Current] {
+    for rule in [VerdictRule::Legacy, VerdictRule::Current] {
         let acc = parallel(
             sim,
             cell_seed("multiplicity"),
@@ -641,7 +641,7 @@ pub fn table_multiplicity(sim: &SimConfig, out: &mut String) {
                 let draws: Vec<(Vec<f64>, Vec<f64>)> =
                     (0..10).map(|i| Scenario::new(0.03, if i < 2 { 0.10 } else { THETA }).draw(10, rng)).collect();
                 let v = match rule {
-                    Rule::Legacy => {
+                    VerdictRule::Legacy => {
                         let items: Vec<(&[f64], &[f64])> = draws.iter().map(|(b, v)| (&b[..], &v[..])).collect();
                         legacy_verdicts(&items)
                     }
@@ -667,7 +667,7 @@ pub fn table_multiplicity(sim: &SimConfig, out: &mut String) {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} |",
-            if rule == Rule::Legacy {
+            if rule == VerdictRule::Legacy {
                 "before (BH p, unadjusted 95% CI)"
             } else {
                 "after (BH selection, FCR intervals)"
@@ -711,7 +711,7 @@ pub fn table_plan(sim: &SimConfig, out: &mut String) {
     for (min, max, change, cv) in cells {
         let design = SequentialDesign::standard(min, max, ALPHA);
         let planned = super::samplesize::design_power(&design, cv.mul_add(cv, 1.0).ln().sqrt(), change.ln_1p(), THETA);
-        let sim_power = run_cell(Rule::Current, min, max, Scenario::new(cv, change), sim).regressed_rate();
+        let sim_power = run_cell(VerdictRule::Current, min, max, Scenario::new(cv, change), sim).regressed_rate();
         let _ = writeln!(
             out,
             "| {} | +{:.0}% / {:.0}% | {} | {} |",
@@ -728,9 +728,9 @@ pub fn table_plan(sim: &SimConfig, out: &mut String) {
 /// rule was chosen.
 pub fn table_explore(sim: &SimConfig, out: &mut String) {
     let all = super::sequential::MAX_LOOKS;
-    let cand = |efficacy, equivalence, rank, looks| Rule::Candidate { efficacy, equivalence, rank, looks };
+    let cand = |efficacy, equivalence, rank, looks| VerdictRule::Candidate { efficacy, equivalence, rank, looks };
     let rules = [
-        Rule::Legacy,
+        VerdictRule::Legacy,
         cand(Spending::OBrienFleming, Spending::OBrienFleming, true, all),
         cand(Spending::OBrienFleming, Spending::Power(2.0), true, all),
         cand(Spending::OBrienFleming, Spending::Power(1.0), true, all),
@@ -741,15 +741,15 @@ pub fn table_explore(sim: &SimConfig, out: &mut String) {
         cand(Spending::Power(3.0), Spending::Power(2.0), false, all),
         cand(Spending::Power(3.0), Spending::Power(2.0), true, 6),
         cand(Spending::Power(3.0), Spending::Power(2.0), true, 4),
-        Rule::ConfidenceSequence,
+        VerdictRule::ConfidenceSequence,
     ];
     for (min, max) in [(5, 20), (3, 30)] {
         let _ = writeln!(
             out,
             "\n{} (fixed {max} for reference: +5%/CV 3% power {}, +10%/CV 10% power {})\n\n| rule | A/A false R+I (CV 10%) | +2% false R (CV 3%) | +2% false NC (CV 3%) | A/A CV 1%: NC / runs | A/A CV 3%: NC / runs | +5%/CV 3%: power / runs | +10%/CV 10%: power / runs |\n| --- | --- | --- | --- | --- | --- | --- | --- |",
             reps(min, max),
-            pct(run_cell(Rule::Current, max, max, Scenario::new(0.03, 0.05), sim).regressed_rate()),
-            pct(run_cell(Rule::Current, max, max, Scenario::new(0.10, 0.10), sim).regressed_rate()),
+            pct(run_cell(VerdictRule::Current, max, max, Scenario::new(0.03, 0.05), sim).regressed_rate()),
+            pct(run_cell(VerdictRule::Current, max, max, Scenario::new(0.10, 0.10), sim).regressed_rate()),
         );
         for rule in rules {
             let aa10 = run_cell(rule, min, max, Scenario::new(0.10, 0.0), sim);
@@ -883,8 +883,8 @@ mod tests {
     #[test]
     fn optional_stopping_is_fixed() {
         let sim = SimConfig { experiments: 2000, threads: 2 };
-        let before = run_cell(Rule::Legacy, 3, 30, Scenario::new(0.10, 0.0), &sim);
-        let after = run_cell(Rule::Current, 3, 30, Scenario::new(0.10, 0.0), &sim);
+        let before = run_cell(VerdictRule::Legacy, 3, 30, Scenario::new(0.10, 0.0), &sim);
+        let after = run_cell(VerdictRule::Current, 3, 30, Scenario::new(0.10, 0.0), &sim);
         // Before: about 10% false claims; after: about 1%.
         assert!(before.false_change_rate() > 0.06, "{before:?}");
         assert!(after.false_change_rate() < 0.03, "{after:?}");
@@ -893,8 +893,8 @@ mod tests {
     #[test]
     fn same_seed_same_numbers_whatever_the_threads() {
         let sc = Scenario::new(0.03, 0.05);
-        let one = run_cell(Rule::Current, 5, 10, sc, &SimConfig { experiments: 300, threads: 1 });
-        let three = run_cell(Rule::Current, 5, 10, sc, &SimConfig { experiments: 300, threads: 3 });
+        let one = run_cell(VerdictRule::Current, 5, 10, sc, &SimConfig { experiments: 300, threads: 1 });
+        let three = run_cell(VerdictRule::Current, 5, 10, sc, &SimConfig { experiments: 300, threads: 3 });
         assert_eq!(one, three);
     }
 }

@@ -14,7 +14,7 @@
 //! Both give one [`GateResult`] per metric and a [`GateReport`] whose
 //! [`GateReport::exit_status`] is what `fslab check` exits with: 1 when a
 //! decisive metric regressed, else 0. The error rates of both rules are
-//! measured by [`crate::stats::simulation::gate_error_rates`] (`fslab
+//! measured by [`crate::simulation::gate_error_rates`] (`fslab
 //! simulate-changepoints`).
 
 use serde::Serialize;
