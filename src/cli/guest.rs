@@ -35,7 +35,7 @@ pub struct AgentArgs {
 
 #[derive(Args, Debug)]
 pub struct ProbeArgs {
-    /// Kernel image, build tree or linux-image-*.deb.
+    /// Kernel image, build tree, linux-image-*.deb or a Debian archive kernel (debian:6.1-cloud).
     kernel: PathBuf,
     /// Modules directory for a kernel image.
     #[arg(long)]
@@ -99,8 +99,15 @@ fn vm_probe(args: ProbeArgs) -> Result<ExitCode> {
     fslab::sys::signals::install()?;
     let modules = args.modules.as_deref().map(absolute).transpose()?;
     let config_file = args.config.as_deref().map(absolute).transpose()?;
-    let source = KernelSource::detect(&absolute(&args.kernel)?, modules.as_deref(), config_file.as_deref())?;
     let cache = args.cache.clone().unwrap_or_else(|| args.workdir.join("cache"));
+    let wanted =
+        args.kernel.to_str().and_then(kernel::debian::Wanted::parse).transpose().map_err(fslab::exit::usage)?;
+    let source = match wanted {
+        Some(wanted) => KernelSource::Debian(
+            kernel::debian::Archive::at(&absolute(&cache)?).resolve(&wanted).map_err(|e| anyhow::anyhow!("{e}"))?,
+        ),
+        None => KernelSource::detect(&absolute(&args.kernel)?, modules.as_deref(), config_file.as_deref())?,
+    };
     let kernel = kernel::resolve(&source, &absolute(&cache)?)?;
     let config = VmConfig {
         cpus: args.cpus,
