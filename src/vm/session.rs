@@ -289,11 +289,13 @@ impl VmSession {
 
         // Under TCG, count the guest's instructions when the plugin is installed.
         let plugin = match (session.accel, icount::plugin()) {
-            (Accel::Tcg, Some(so)) => Some(format!(
-                "{},out={}",
-                check_path("the instruction-count plugin", &so)?,
-                check_path("session directory", &dir.join(icount::COUNT_FILE))?
-            )),
+            (Accel::Tcg, Some(so)) => match check_path("the instruction-count plugin", &so) {
+                Ok(so) => Some(format!("{so},out={}", check_path("session directory", &dir.join(icount::COUNT_FILE))?)),
+                Err(e) => {
+                    session.warnings.push(format!("{e:#}: guest instructions are not counted"));
+                    None
+                }
+            },
             _ => None,
         };
         session.counting = plugin.is_some();
