@@ -22,7 +22,7 @@ use super::{Observer, RunOptions};
 use crate::experiment::{BootPolicy, Experiment, PlannedRun, VariantConfig};
 use crate::inspect::{KernelConfig, Rule};
 use crate::kernel::{self, KernelArtifacts};
-use crate::record::{RunPlace, RunRecord};
+use crate::record::{RunPlace, RunRecord, RunStatus};
 use crate::stored::{StoredFinding, VariantKernel};
 use crate::vm::{self, VmConfig, VmSession};
 use crate::workload::Workload;
@@ -183,10 +183,14 @@ impl KernelVms {
             .and_then(|body| session.request_with_timeout(RUN, body, timeout))
             .and_then(|reply| serde_json::from_value::<RunRecord>(reply).context("the guest's run record"));
         let summary = session.summary();
+        let instructions = session.take_instructions();
         let mut record = match answer {
             Ok(record) => record,
             Err(e) => failed(e.context(format!("running in the VM of variant `{}`", variant.name))),
         };
+        if record.status == Some(RunStatus::Ok) {
+            record.metrics.extend(instructions);
+        }
         let guest_release = record.place.as_ref().map(|p| p.kernel_release.clone());
         record.place = Some(RunPlace {
             kind: "vm".to_string(),

@@ -105,7 +105,8 @@ fn measure(
         }
         let watch = Watch { testbed: &bed, interval: env.sample_interval };
         let monitors = monitors::start_all(&watch, record);
-        let result = workload.run(&ctx(Instant::now() + timeout));
+        // The guest's instruction count covers exactly the workload's measured part.
+        let result = crate::vm::icount::measured(|| workload.run(&ctx(Instant::now() + timeout)));
         monitors::stop_all(monitors, &watch, record);
         result
     });

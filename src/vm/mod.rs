@@ -11,6 +11,7 @@
 //! page cache), never a file on the shared root.
 //!
 //! * [`tools`]: finding virtme-ng, QEMU, the Rust virtiofsd, kmod, …
+//! * [`icount`]: guest instructions in a run's measured part (TCG plugin).
 //! * [`kvm`]: does KVM really work for this guest (a time-bounded boot)?
 //! * [`session`]: boot, request, shutdown, teardown on every path out.
 //! * [`agent`], [`kinds`]: the guest side and the request kinds it answers.
@@ -24,6 +25,7 @@
 
 pub mod agent;
 pub mod console;
+pub mod icount;
 pub mod kinds;
 pub mod kvm;
 pub mod leftovers;

@@ -27,7 +27,7 @@ use serde_json::Value;
 
 use super::kinds::probe::GuestFacts;
 use super::protocol::{self, Ready, Reply, Request, Response, SessionInfo, READY_FILE, SESSION_FILE, SHUTDOWN};
-use super::{console, hidden_in_guest, kvm, tools, Accel, VmConfig, TCG_WARNING};
+use super::{console, hidden_in_guest, icount, kvm, tools, Accel, VmConfig, TCG_WARNING};
 use crate::kernel::KernelArtifacts;
 use crate::sys::contain::{kill_group, spawn_contained};
 use crate::sys::signals::cancelled;
@@ -166,6 +166,8 @@ pub struct VmSession {
     request_timeout: Duration,
     next_seq: u64,
     alive: bool,
+    /// The instruction-counting plugin is loaded (TCG with the plugin installed).
+    counting: bool,
 }
 
 /// Paths handed to virtme-ng end up in QEMU option lists (`file=…,`) and on
@@ -235,6 +237,7 @@ impl VmSession {
             request_timeout: config.request_timeout,
             next_seq: 1,
             alive: false,
+            counting: false,
         };
         // From here on, dropping `session` on an error removes what exists.
         fs::create_dir(&exchange)?;
@@ -284,6 +287,18 @@ impl VmSession {
         let info = SessionInfo { modules, disk_serial: session.disk.as_ref().map(|d| d.serial.clone()) };
         protocol::write_atomic(&exchange.join(SESSION_FILE), &info)?;
 
+        // Under TCG, count the guest's instructions when the plugin is installed.
+        let plugin = match (session.accel, icount::plugin()) {
+            (Accel::Tcg, Some(so)) => match check_path("the instruction-count plugin", &so) {
+                Ok(so) => Some(format!("{so},out={}", check_path("session directory", &dir.join(icount::COUNT_FILE))?)),
+                Err(e) => {
+                    session.warnings.push(format!("{e:#}: guest instructions are not counted"));
+                    None
+                }
+            },
+            _ => None,
+        };
+        session.counting = plugin.is_some();
         let args = virtme_args(&VirtmeArgs {
             image: &image,
             with_modules: kernel.modules_dir.is_some(),
@@ -297,6 +312,7 @@ impl VmSession {
             kernel_args: &config.kernel_args,
             agent: &agent_str,
             disk: session.disk.as_ref(),
+            plugin: plugin.as_deref(),
         });
         session.command = std::iter::once(tools.virtme_run.display().to_string()).chain(args.iter().cloned()).collect();
 
@@ -411,6 +427,17 @@ impl VmSession {
 
     pub fn disk(&self) -> Option<&GuestDisk> {
         self.disk.as_ref()
+    }
+
+    /// The guest instructions of the last run's measured part (see
+    /// [`icount`]), taken once; None without the plugin or when the run did
+    /// not reach its end.
+    pub fn take_instructions(&mut self) -> Option<crate::metric::Metric> {
+        if self.counting {
+            icount::take(&self.dir)
+        } else {
+            None
+        }
     }
 
     pub fn boot_time(&self) -> Duration {
@@ -624,6 +651,8 @@ struct VirtmeArgs<'a> {
     kernel_args: &'a [String],
     agent: &'a str,
     disk: Option<&'a GuestDisk>,
+    /// `-plugin` option text: the instruction-count plugin and its arguments.
+    plugin: Option<&'a str>,
 }
 
 /// virtme-run's arguments. `--disable-microvm` keeps a PCI machine under
@@ -656,10 +685,15 @@ fn virtme_args(a: &VirtmeArgs) -> Vec<String> {
     }
     // Both paths passed check_path: no quoting needed in virtme-ng's shell line.
     args.extend(["--script-sh".into(), format!("exec {} guest-agent --exchange {}", a.agent, a.exchange)]);
+    // --qemu-opts takes everything after it, so it comes last.
+    if a.disk.is_some() || a.plugin.is_some() {
+        args.push("--qemu-opts".into());
+    }
+    if let Some(plugin) = a.plugin {
+        args.extend(["-plugin".into(), plugin.into()]);
+    }
     if let Some(disk) = a.disk {
-        // --qemu-opts takes everything after it, so it comes last.
         args.extend([
-            "--qemu-opts".into(),
             "-drive".into(),
             format!("file={},if=none,id=fslab-tb,format=raw,cache=none,aio=native", disk.image.display()),
             "-device".into(),
@@ -704,6 +738,7 @@ mod tests {
             kernel_args: &kargs,
             agent: "/usr/bin/fslab",
             disk: Some(&disk),
+            plugin: None,
         };
         let argv = virtme_args(&args);
         assert!(!argv.contains(&"--disable-kvm".to_string()));
@@ -721,6 +756,11 @@ mod tests {
         assert!(old.contains(&"--force-initramfs".to_string()));
         assert!(tcg.contains(&"--disable-kvm".to_string()) && !tcg.contains(&"--qemu-opts".to_string()));
         assert_eq!(tcg[tcg.iter().position(|a| a == "--mods").unwrap() + 1], "none");
+        let counted =
+            virtme_args(&VirtmeArgs { accel: Accel::Tcg, plugin: Some("/p.so,out=/w/s/instructions"), ..args });
+        let opts = counted.iter().position(|a| a == "--qemu-opts").unwrap();
+        assert_eq!(counted[opts + 1..opts + 3], ["-plugin", "/p.so,out=/w/s/instructions"]);
+        assert!(counted.last().unwrap().ends_with("serial=fslab-tb-disk"));
     }
 
     #[test]

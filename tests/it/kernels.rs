@@ -350,3 +350,80 @@ fn bisect_commits_boots_the_kernel_each_commit_names() {
     assert_eq!(std::fs::read_dir(root.join("trees")).unwrap().count(), 0, "worktrees left behind");
     assert_eq!(leftovers(&root.join("work")), Vec::<String>::new());
 }
+
+/// Under TCG every guest run also reports the guest instructions of its
+/// measured part (`vm/instructions`, counted by the QEMU plugin between the
+/// agent's marker NOPs), and twice the work counts about twice the
+/// instructions, whatever the host's load does to the wall time.
+#[test]
+fn an_emulated_run_counts_its_guest_instructions() {
+    let Some(deb61) = vm_prerequisites("6.1.") else { return };
+    if fslab::vm::icount::plugin().is_none()
+        && !Path::new(common::fslab_bin()).with_file_name(fslab::vm::icount::PLUGIN_FILE).is_file()
+    {
+        fslab::testsupport::skip(&format!(
+            "no {} beside {} (cargo build -p fslab-qemu-icount; scripts/test builds it)",
+            fslab::vm::icount::PLUGIN_FILE,
+            common::fslab_bin()
+        ));
+        return;
+    }
+    let _one = one_vm();
+    let dir = common::workdir("fslab-icount");
+    let work = dir.path().join("work");
+    let db = dir.path().join("results.db");
+    // A shell loop: pure guest CPU work, about 0.25 G instructions per 20,000 rounds.
+    let spin = |rounds: u32| format!("i=0; while [ $i -lt {rounds} ]; do i=$((i+1)); done");
+    let spec = common::write_spec(
+        dir.path(),
+        "icount.toml",
+        &format!(
+            r#"name = "instructions under emulation"
+repetitions = 1
+seed = 7
+workdir = "{work}"
+
+[defaults]
+fs = "ext4"
+size = "64MiB"
+kernel = "{deb61}"
+vm = {{ cpus = 2, memory = "1GiB", accel = "tcg" }}
+
+[[variant]]
+name = "6.1"
+
+[[workload]]
+kind = "command"
+name = "once"
+command = "{once}"
+
+[[workload]]
+kind = "command"
+name = "twice"
+command = "{twice}"
+"#,
+            work = work.display(),
+            deb61 = deb61.display(),
+            once = spin(20_000),
+            twice = spin(40_000),
+        ),
+    );
+    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(leftovers(&work), Vec::<String>::new());
+
+    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
+    let id = store.list_experiments().unwrap()[0].id;
+    let instructions = |workload: &str| -> f64 {
+        let runs = store.runs(id).unwrap();
+        let run = runs.iter().find(|r| r.workload == workload).unwrap();
+        let metric = run.metrics.iter().find(|m| m.name == fslab::vm::icount::METRIC);
+        let metric = metric.unwrap_or_else(|| panic!("no {} in {:?}", fslab::vm::icount::METRIC, run.metrics));
+        assert_eq!((metric.unit.as_str(), metric.higher_is_better), ("insn", false));
+        metric.value
+    };
+    let (once, twice) = (instructions("once"), instructions("twice"));
+    assert!(once > 1e8, "the loop alone is about 0.25 G instructions, counted {once}");
+    let ratio = twice / once;
+    assert!((1.8..2.2).contains(&ratio), "twice the work counted {ratio:.3}× the instructions ({once} → {twice})");
+}
