@@ -136,17 +136,17 @@ fn stored_configs(db: &super::DbArg, id: i64, variants: &[String]) -> Result<(Ke
         return Err(fslab::exit::usage(anyhow::anyhow!("--variants takes two variant names, `A,B`")));
     };
     let store = db.open_existing()?;
-    let experiment = store.experiment(id)?;
+    let experiment = store.experiment(id).map_err(fslab::exit::usage)?;
     let environment: serde_json::Value = serde_json::from_str(&experiment.environment_json).unwrap_or_default();
     let kernels = &environment[fslab::record::KERNELS_KEY];
     let config = |name: &str| -> Result<KernelConfig> {
         let entry = &kernels[name];
         if entry.is_null() {
             let known: Vec<&String> = kernels.as_object().map(|o| o.keys().collect()).unwrap_or_default();
-            anyhow::bail!(
+            return Err(fslab::exit::usage(anyhow::anyhow!(
                 "experiment {id} has no variant `{name}` with a stored kernel (known: {})",
                 known.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
-            );
+            )));
         }
         let Some(text) = entry["config"].as_str() else {
             anyhow::bail!(

@@ -162,3 +162,32 @@ fn db_takes_a_postgres_url() {
     let (ok, out, err) = fslab(&["export", "--format", "csv", "--db", &db_url]);
     assert!(ok && out.starts_with("experiment_id,experiment,run_seq"), "{out}{err}");
 }
+
+/// Issue 20 item 7: a missing store, experiment or variant is a usage
+/// error (2) in every command, before anything runs; not 1, the code of a
+/// regression or a failed run.
+#[test]
+fn a_missing_store_experiment_or_variant_is_a_usage_error_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    store_with_runs(&db, 3, 1.0);
+    let (db, typo) = (db.to_str().unwrap(), dir.path().join("typo.db"));
+    let typo = typo.to_str().unwrap();
+    for args in [
+        vec!["check", "--db", typo, "--fail-on-regression"],
+        vec!["compare", "--db", typo],
+        vec!["compare", "--db", db, "--experiment", "999"],
+        vec!["compare", "--db", db, "--baseline", "nope"],
+        vec!["report", "--db", db, "--experiment", "999", "-o", "-"],
+        vec!["kconfig", "diff", "--db", db, "--experiment", "999", "--variants", "a,nope"],
+        vec!["kconfig", "diff", "--db", db, "--experiment", "1", "--variants", "nope,a"],
+    ] {
+        let out = Command::new(fslab_bin()).args(&args).env_remove("FSLAB_DB").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("typo.db does not exist") || err.contains("999") || err.contains("nope"),
+            "{args:?}: {err}"
+        );
+    }
+}
