@@ -87,6 +87,8 @@ fn list_json_and_merge_twice() {
     assert_eq!(v[0]["runs_ok"], 3);
     assert_eq!(v[0]["tags"], serde_json::json!([["team", "fs"]]));
     assert!(v[0]["uuid"].as_str().is_some_and(|u| u.len() == 36), "{out}");
+    // Each key once per object (`id` was written twice).
+    assert_eq!(out.matches("\"id\":").count(), 1, "{out}");
 
     let merge = |extra: &[&str]| {
         let mut args = vec!["merge", a.to_str().unwrap(), b.to_str().unwrap(), "-o", all.to_str().unwrap()];
@@ -185,9 +187,18 @@ fn a_missing_store_experiment_or_variant_is_a_usage_error_everywhere() {
         let out = Command::new(fslab_bin()).args(&args).env_remove("FSLAB_DB").output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} printed before failing");
         assert!(
             err.contains("typo.db does not exist") || err.contains("999") || err.contains("nope"),
             "{args:?}: {err}"
         );
     }
+}
+
+/// Issue 20 item 10: `plan --help` shows plan's exit status, not run's.
+#[test]
+fn plan_help_has_its_own_exit_table() {
+    let (ok, out, _) = fslab(&["plan", "--help"]);
+    assert!(ok);
+    assert!(out.contains("the plan was printed") && !out.contains("every run ok"), "{out}");
 }
