@@ -88,7 +88,7 @@ fn method_name(m: crate::stats::CompareMethod) -> &'static str {
     match m {
         LogRank => "Hodges–Lehmann on logs",
         LogWelch => "Welch on logs",
-        RawWelchDelta => "Welch on values",
+        RawWelchDelta => "Welch on the difference of means",
         Constant => "all runs equal",
         InsufficientData => "too few runs",
     }

@@ -58,7 +58,7 @@ pub const HELP: &str = "\
 Exit status:
   0      success (fslab run: every run ok)
   1      some or all runs failed (the summary says how many and why), or another failure
-  2      usage or experiment-file error (also --resume with nothing to resume, a refused --device or system directory)
+  2      usage or experiment-file error (also a missing --db, experiment or variant, --resume with nothing to resume, a refused --device or system directory)
   3      environment or privilege problem (not root, a missing tool, not enough free space)
   128+N  stopped by signal N after tearing everything down (130 SIGINT, 143 SIGTERM, 129 SIGHUP)";
 

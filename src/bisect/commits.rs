@@ -234,15 +234,21 @@ struct Worktrees {
     repo: PathBuf,
     dir: PathBuf,
     made: Vec<PathBuf>,
+    /// Directories of `--worktrees` that did not exist and were created,
+    /// deepest first: removed again (when empty) at the end.
+    created: Vec<PathBuf>,
 }
 
 impl Worktrees {
     fn new(repo: &Path, base: &Path) -> Result<Worktrees> {
+        let created: Vec<PathBuf> =
+            base.ancestors().take_while(|p| !p.as_os_str().is_empty() && !p.exists()).map(Path::to_path_buf).collect();
         std::fs::create_dir_all(base).with_context(|| format!("creating {}", base.display()))?;
+        let mut worktrees = Worktrees { repo: repo.to_path_buf(), dir: PathBuf::new(), made: Vec::new(), created };
         // Absolute: git resolves relative worktree paths against the repository.
         let base = std::fs::canonicalize(base).with_context(|| format!("resolving {}", base.display()))?;
-        let (dir, _) = marker::create_marked_dir(&base)?;
-        Ok(Worktrees { repo: repo.to_path_buf(), dir, made: Vec::new() })
+        (worktrees.dir, _) = marker::create_marked_dir(&base)?;
+        Ok(worktrees)
     }
 
     /// A detached worktree at `sha` named `name`.
@@ -263,8 +269,12 @@ impl Drop for Worktrees {
         }
         let _ = git(&self.repo, &["worktree", "prune"]);
         // Only our own marked directory, never anything else under the base.
-        if matches!(marker::dir_owner(&self.dir), marker::DirOwner::Running(_)) {
+        if !self.dir.as_os_str().is_empty() && matches!(marker::dir_owner(&self.dir), marker::DirOwner::Running(_)) {
             let _ = std::fs::remove_dir_all(&self.dir);
+        }
+        // And the directories `--worktrees` made, if nothing else went in.
+        for dir in &self.created {
+            let _ = std::fs::remove_dir(dir);
         }
     }
 }

@@ -136,12 +136,15 @@ fn stored_configs(db: &super::DbArg, id: i64, variants: &[String]) -> Result<(Ke
         return Err(fslab::exit::usage(anyhow::anyhow!("--variants takes two variant names, `A,B`")));
     };
     let store = db.open_existing()?;
-    let experiment = store.experiment(id)?;
+    let experiment = store.experiment(id).map_err(fslab::exit::usage)?;
     let kernels = &experiment.environment.kernels;
     let config = |name: &str| -> Result<KernelConfig> {
         let Some(entry) = kernels.get(name) else {
             let known: Vec<&str> = kernels.keys().map(String::as_str).collect();
-            anyhow::bail!("experiment {id} has no variant `{name}` with a stored kernel (known: {})", known.join(", "));
+            return Err(fslab::exit::usage(anyhow::anyhow!(
+                "experiment {id} has no variant `{name}` with a stored kernel (known: {})",
+                known.join(", ")
+            )));
         };
         let Some(text) = &entry.config else {
             anyhow::bail!("experiment {id}: the kernel of variant `{name}` ({:?}) has no config stored", entry.release);

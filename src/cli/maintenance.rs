@@ -12,7 +12,6 @@ use fslab::output;
 use fslab::report::Format;
 use fslab::store::{ExperimentMeta, ExperimentSummary};
 use fslab::testbed::workdirs;
-use serde::Serialize;
 
 #[derive(Args, Debug)]
 pub struct ExportArgs {
@@ -52,13 +51,16 @@ pub struct ListArgs {
     json: bool,
 }
 
-/// One experiment of `fslab list --format json`.
-#[derive(Serialize)]
-struct ListEntry {
-    #[serde(flatten)]
-    summary: ExperimentSummary,
-    #[serde(flatten)]
-    meta: ExperimentMeta,
+/// One experiment of `fslab list --format json`: the summary's keys, then
+/// the meta's (whose `id` is the summary's, so it appears once).
+fn list_entry(summary: &ExperimentSummary, meta: &ExperimentMeta) -> Result<serde_json::Value> {
+    let mut entry = serde_json::to_value(summary)?;
+    if let (Some(object), serde_json::Value::Object(extra)) = (entry.as_object_mut(), serde_json::to_value(meta)?) {
+        for (key, value) in extra {
+            object.entry(key).or_insert(value);
+        }
+    }
+    Ok(entry)
 }
 
 pub fn list(args: ListArgs) -> Result<ExitCode> {
@@ -69,7 +71,7 @@ pub fn list(args: ListArgs) -> Result<ExitCode> {
     if format == Format::Json {
         let entries = list
             .into_iter()
-            .map(|summary| Ok(ListEntry { meta: store.experiment_meta(summary.id)?, summary }))
+            .map(|summary| list_entry(&summary, &store.experiment_meta(summary.id)?))
             .collect::<Result<Vec<_>>>()?;
         output::print(&(serde_json::to_string_pretty(&entries)? + "\n"))?;
         return Ok(ExitCode::SUCCESS);

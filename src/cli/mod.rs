@@ -36,9 +36,12 @@ pub struct Cli {
 /// The stored experiment `id`, or the newest one in `db`.
 pub fn experiment_id(store: &fslab::store::Store, db: &impl std::fmt::Display, id: Option<i64>) -> Result<i64> {
     use anyhow::Context;
+    // A missing experiment is a usage error (2), decided before anything runs.
     match id {
-        Some(id) => Ok(id),
-        None => store.latest_experiment()?.with_context(|| format!("{db} holds no experiments")),
+        Some(id) => store.experiment(id).map(|_| id).map_err(fslab::exit::usage),
+        None => {
+            store.latest_experiment()?.with_context(|| format!("{db} holds no experiments")).map_err(fslab::exit::usage)
+        }
     }
 }
 

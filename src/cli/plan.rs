@@ -15,8 +15,17 @@ use fslab::output;
 use fslab::runner::{self, progress::Console, RunOptions};
 use fslab::store::Store;
 
+/// `plan`'s exit status (it measures nothing unless `--pilot`).
+const PLAN_EXIT: &str = "\
+Exit status:
+  0      the plan was printed (with --pilot: after the pilot rounds ran)
+  1      a failure (e.g. a pilot run failed, the store cannot be read)
+  2      usage or experiment-file error (also a missing --db, or no earlier results without --pilot)
+  3      environment or privilege problem (--pilot: not root, a missing tool, not enough free space)
+  128+N  stopped by signal N (--pilot)";
+
 #[derive(Args, Debug)]
-#[command(after_help = exit::HELP)]
+#[command(after_help = PLAN_EXIT)]
 pub struct PlanArgs {
     /// Experiment file (TOML).
     file: PathBuf,
@@ -55,12 +64,12 @@ pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     let mut noise = stored_noise(&store, &exp)?;
     if noise.is_empty() {
         let Some(rounds) = args.pilot else {
-            bail!(
+            return Err(exit::usage(anyhow!(
                 "{} holds no earlier results of {} or of its workloads to take the noise from; \
                  run it once (or use --pilot 3) and plan again",
                 args.db.db,
                 args.file.display()
-            );
+            )));
         };
         if rounds < 2 {
             return Err(exit::usage(anyhow!("--pilot needs at least 2 rounds to see any noise")));
@@ -99,14 +108,15 @@ pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     text.push_str(&format!(
         "\nfixed runs: runs per variant a fixed-n experiment needs; power@max: chance this file's design ends \
          `regressed` at that change; detects@max: smallest change it finds with {:.0}% power; no-change@: runs \
-         per variant for an {:.0}% chance of `no-change` when nothing changed.",
+         per variant for an {:.0}% chance of `no-change` when nothing changed.\n",
         cfg.power * 100.0,
         cfg.power * 100.0
     ));
-    for line in lines.iter().filter_map(|l| l.reach_warning(exp.theta)) {
-        text.push_str(&format!("warning: {line}\n"));
-    }
     output::print(&text)?;
+    // Warnings are diagnostics: on standard error, each on its own line.
+    for line in lines.iter().filter_map(|l| l.reach_warning(exp.theta)) {
+        output::diagnostic(&format!("warning: {line}"));
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -108,42 +108,64 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
         Some(shard) => Some(CampaignShard::new(&exp, shard, args.campaign.as_deref()).map_err(exit::usage)?),
         None => None,
     };
-    if args.dry_run {
-        if let Some(dir) = &args.common.workdir {
-            exp.workdir = dir.clone();
-        }
-        output::print(&fslab::experiment::plan::describe(&exp))?;
-        if let Some(c) = &campaign {
-            output::print(&format!("{}\n", fleet::describe(&exp, c)))?;
-        }
-        return Ok(ExitCode::SUCCESS);
-    }
+    // Everything below is checked by a dry run too: it resolves and
+    // validates what a real run would before its first measurement.
+    apply_baseline(&mut exp, &args.common)?;
     let device = match &args.device {
         Some(_) if !args.destroy_data => return Err(exit::usage(anyhow::anyhow!("--device needs --destroy-data"))),
         // Checked before anything is written; again before every mkfs.
         Some(path) => Some(DeviceOptIn::new(path).map_err(exit::usage)?),
         None => None,
     };
-    let opts = RunOptions {
+    let mut opts = RunOptions {
         resume: args.resume,
         resume_or_start: args.resume_or_start,
         device,
         campaign,
         ..RunOptions::default()
     };
+    common_options(&mut opts, &args.common);
+    if args.dry_run {
+        if let Some(dir) = &args.common.workdir {
+            exp.workdir = dir.clone();
+        }
+        runner::dry_run_checks(&exp, &opts)?;
+        let mut plan = fslab::experiment::plan::describe(&exp);
+        if let Some(d) = &opts.device {
+            plan.push_str(&format!(
+                "\ndevice: {} (checked: a spare block device; every block testbed is formatted on it)\n",
+                d.path.display()
+            ));
+        }
+        output::print(&plan)?;
+        if let Some(c) = &opts.campaign {
+            output::print(&format!("{}\n", fleet::describe(&exp, c)))?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     execute(exp, &args.db, &args.common, opts)
 }
 
-fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: RunOptions) -> Result<ExitCode> {
+/// `--baseline NAME`: a variant of the file (usage error otherwise).
+fn apply_baseline(exp: &mut Experiment, common: &CommonRunArgs) -> Result<()> {
     if let Some(baseline) = &common.baseline {
         if exp.variant(baseline).is_none() {
             return Err(exit::usage(anyhow::anyhow!("--baseline {baseline}: no variant has that name")));
         }
         exp.baseline = baseline.clone();
     }
+    Ok(())
+}
+
+fn common_options(opts: &mut RunOptions, common: &CommonRunArgs) {
     opts.workdir = common.workdir.clone();
     opts.allow_system_dir = common.allow_system_dir;
     opts.tags = common.tags.clone();
+}
+
+fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: RunOptions) -> Result<ExitCode> {
+    apply_baseline(&mut exp, common)?;
+    common_options(&mut opts, common);
     runner::check_privileges(&exp)?;
     fslab::sys::signals::install()?;
     let mut store = Store::open(&db.db).with_context(|| format!("opening {}", db.db.display()))?;

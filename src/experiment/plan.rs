@@ -105,6 +105,28 @@ pub fn describe(exp: &Experiment) -> String {
                 let _ = writeln!(out, "  {}: fs={} size={}{extra}{mount}", v.name, t.fs, t.size);
             }
         }
+        // Which kernel the variant's runs see: its own in a VM, or the host's.
+        match (&v.kernel, &v.vm) {
+            (Some(k), vm) => {
+                let source = match &k.source {
+                    crate::kernel::KernelSource::Image { image, .. } => format!("image {}", image.display()),
+                    crate::kernel::KernelSource::BuildTree(tree) => format!("build tree {}", tree.display()),
+                    crate::kernel::KernelSource::Deb(deb) => format!("package {}", deb.display()),
+                    crate::kernel::KernelSource::Debian(k) => {
+                        format!("{} = {} {} ({})", k.reference, k.package.name, k.package.version, k.package.suite)
+                    }
+                };
+                let boot = match vm.as_ref().map(|vm| vm.boot).unwrap_or_default() {
+                    super::place::BootPolicy::PerVariant => "one VM for the variant",
+                    super::place::BootPolicy::PerRun => "a fresh VM per run",
+                };
+                let _ = writeln!(out, "    kernel: boots {} from {source} ({boot})", k.release);
+            }
+            (None, _) if exp.variants.iter().any(|v| v.kernel.is_some()) => {
+                let _ = writeln!(out, "    kernel: the host's ({})", crate::sys::kernel_release());
+            }
+            (None, _) => {}
+        }
         let th = &t.throttle;
         if !th.is_empty() {
             let _ = writeln!(

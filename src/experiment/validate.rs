@@ -185,10 +185,8 @@ fn resolve_variant<'a>(
     let Some(name) = &keys.name else {
         return Err(src.err(header, "variant.name", "every [[variant]] needs a name"));
     };
-    let name_text = name.get_ref().trim().to_string();
-    if name_text.is_empty() || name_text.contains(char::is_whitespace) {
-        return Err(src.err(name.span(), "name", "must be a non-empty word without spaces"));
-    }
+    let name_text = name.get_ref().to_string();
+    check_name(&name_text).map_err(|msg| src.err(name.span(), "name", msg))?;
     let Some(fs_value) = &keys.fs else {
         return Err(src.err(
             name.span(),
@@ -302,10 +300,10 @@ fn resolve_workload(src: &Source, mut table: Table) -> Result<(WorkloadConfig, O
     };
     let params = WorkloadParams::resolve(kind.get_ref(), kind.span(), table, src)?;
     let label = match &common.name {
-        Some(n) if n.get_ref().trim().is_empty() || n.get_ref().contains(char::is_whitespace) => {
-            return Err(src.err(n.span(), "name", "must be a non-empty word without spaces"));
+        Some(n) => {
+            check_name(n.get_ref()).map_err(|msg| src.err(n.span(), "name", msg))?;
+            n.get_ref().clone()
         }
-        Some(n) => n.get_ref().clone(),
         None => params.kind().to_string(),
     };
     let config = WorkloadConfig {
@@ -338,4 +336,41 @@ fn check_read_only_workloads(
         }
     }
     Ok(())
+}
+
+/// The one rule for variant and workload names: they are addressed on the
+/// command line (`history WORKLOAD/METRIC`, `--variants A,B`, `--baseline`)
+/// and in paths, so only ASCII letters, digits and `. _ - = +`
+/// (`optimize_scan=0`, `6.12-rt`); no `/`, `,`, whitespace or control
+/// characters, and not `.` or `..`.
+pub fn check_name(name: &str) -> std::result::Result<(), String> {
+    if name.is_empty() {
+        return Err("must not be empty".to_string());
+    }
+    if let Some(bad) = name.chars().find(|c| !(c.is_ascii_alphanumeric() || "._-=+".contains(*c))) {
+        return Err(format!(
+            "`{}` has {:?}: names may use only letters, digits and `. _ - = +`",
+            name.escape_debug(),
+            bad
+        ));
+    }
+    if name == "." || name == ".." {
+        return Err(format!("`{name}` is not a name"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::check_name;
+
+    #[test]
+    fn names_are_letters_digits_and_a_few_marks() {
+        for ok in ["optimize_scan=0", "6.12-rt", "a", "xfs-ag16", "squashfs-lz4", "c+d"] {
+            assert_eq!(check_name(ok), Ok(()), "{ok}");
+        }
+        for bad in ["", "a/b", "../../w", "a,b", "a b", "tab\t", "nl\n", "bell\u{7}", "..", ".", "b<script>"] {
+            assert!(check_name(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 }

@@ -83,9 +83,11 @@ pub fn write_json(
     out: &mut dyn Write,
     skipped: &mut dyn FnMut(&Path, &ParseIssue),
 ) -> Result<()> {
-    write!(out, "{{\n  \"files\": [")?;
+    // The opening is written with the first file's head, so a first log
+    // that is not iostat output fails with nothing on stdout.
+    const OPENING: &str = "{\n  \"files\": [";
     for (i, &path) in logs.iter().enumerate() {
-        writeln!(out, "{}", if i == 0 { "" } else { "," })?;
+        let lead = if i == 0 { format!("{OPENING}\n") } else { ",\n".to_string() };
         let label = path.display().to_string();
         let mut rows = 0usize;
         // Serialised into a reused buffer, then written at once: serde's many
@@ -94,6 +96,7 @@ pub fn write_json(
         let info = super::for_each_sample(path, lenient, &mut |w| skipped(path, w), &mut |s, info| {
             // The banner, layout and unit are known by the first row.
             if rows == 0 {
+                out.write_all(lead.as_bytes())?;
                 json_file_head(out, &label, info)?;
             }
             buf.clear();
@@ -104,9 +107,13 @@ pub fn write_json(
             Ok(())
         })?;
         if rows == 0 {
+            out.write_all(lead.as_bytes())?;
             json_file_head(out, &label, &info)?;
         }
         write!(out, "\n      ],\n      \"reports\": {}\n    }}", info.reports)?;
+    }
+    if logs.is_empty() {
+        write!(out, "{OPENING}")?;
     }
     writeln!(out, "\n  ]\n}}")?;
     out.flush()?;
@@ -152,5 +159,20 @@ mod tests {
         // Strict: the error names the file and line.
         let e = write_json(&[&b], false, &mut Vec::new(), &mut |_, _| {}).unwrap_err().to_string();
         assert!(e.ends_with("b,c.log:3: device row has 6 fields, the header has 3"), "{e}");
+    }
+
+    /// Issue 20 item 10: a log that is not iostat output fails with nothing
+    /// written (it used to leave `{"files": [` on stdout).
+    #[test]
+    fn a_garbage_log_writes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let garbage = dir.path().join("garbage.log");
+        std::fs::write(&garbage, "garbage\nmore\n").unwrap();
+        let mut out = Vec::new();
+        assert!(write_json(&[&garbage], false, &mut out, &mut |_, _| {}).is_err());
+        assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+        let mut empty = Vec::new();
+        write_json(&[], false, &mut empty, &mut |_, _| {}).unwrap();
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&empty).unwrap(), serde_json::json!({ "files": [] }));
     }
 }

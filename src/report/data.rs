@@ -1,7 +1,7 @@
 //! Everything a report shows, gathered from the store in one place so the
 //! HTML and Markdown renderers only format.
 
-use anyhow::{ensure, Result};
+use anyhow::Result;
 
 use super::summary::Headline;
 use crate::analysis::{compare_config_from_spec, compare_series, ComparisonRow};
@@ -80,7 +80,9 @@ fn comparison_of(
     let variants: Vec<String> = experiment.variants.iter().map(|v| v.name.clone()).collect();
     let baseline = match baseline {
         Some(b) => {
-            ensure!(variants.iter().any(|v| v == b), "experiment {id} has no variant `{b}`");
+            if !variants.iter().any(|v| v == b) {
+                return Err(crate::exit::usage(anyhow::anyhow!("experiment {id} has no variant `{b}`")));
+            }
             b.to_string()
         }
         None => spec.baseline.clone().or_else(|| variants.first().cloned()).unwrap_or_default(),

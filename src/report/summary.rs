@@ -219,6 +219,9 @@ pub fn notes(r: &ComparisonRow) -> Vec<String> {
     if let Some(n) = r.runs_needed.filter(|_| r.verdict == Verdict::Inconclusive) {
         notes.push(format!("about {n} runs per variant needed"));
     }
+    if let Some(note) = &r.interval_note {
+        notes.push(note.clone());
+    }
     if r.disagreement {
         notes.push("Welch and Mann-Whitney disagree".to_string());
     }

@@ -61,6 +61,17 @@ pub struct RunSummary {
     pub interrupted: bool,
 }
 
+/// What `fslab run --dry-run` checks of a real run's preflight without
+/// building, booting or writing anything: system directories, the tools
+/// the testbeds need, and what kernel variants' VMs need. (Kernels are
+/// resolved when the file is read; `--baseline` and `--device` by the
+/// caller.)
+pub fn dry_run_checks(exp: &Experiment, opts: &RunOptions) -> Result<()> {
+    preflight::check_system_dirs(exp, opts)?;
+    preflight::check_tools(exp, opts)?;
+    place::check_vm_tools(exp)
+}
+
 /// Run `exp`, writing every run to `store` as soon as it ends.
 pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mut dyn Observer) -> Result<RunSummary> {
     let mut exp = exp.clone();

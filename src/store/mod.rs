@@ -267,10 +267,11 @@ impl Store {
         let backend = match loc {
             StoreLocation::Sqlite(path) => {
                 if create == Create::No && !path.exists() {
-                    bail!(
+                    // A mistyped --db is a usage error (2), like any bad argument.
+                    return Err(crate::exit::usage(anyhow::anyhow!(
                         "{name} does not exist (check --db or FSLAB_DB; only `fslab run`, `fslab quickstart` \
                          and `fslab merge -o` create a store)"
-                    );
+                    )));
                 }
                 let flags = if create == Create::Yes {
                     OpenFlags::default()

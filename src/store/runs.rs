@@ -223,11 +223,12 @@ pub(super) fn put_run(q: &mut dyn Sql, experiment_id: i64, run: &FullRun, existi
         let old_ok = old_status == RunStatus::Ok.as_str();
         match (existing, old_ok, new_ok) {
             (Existing::Record, true, _) => {
-                bail!("run seq {seq} is already recorded as {old_status}; an ok run is never replaced")
+                bail!("run {} (seq {seq}) is already recorded as {old_status}; an ok run is never replaced", seq + 1)
             }
             (Existing::Merge, true, true) => bail!(
-                "run seq {seq} is stored ok in both with different content (uuid {} here, {} there); \
+                "run {} (seq {seq}) is stored ok in both with different content (uuid {} here, {} there); \
                  refusing to pick one",
+                seq + 1,
                 old.row.uuid.as_deref().unwrap_or("?"),
                 run.row.uuid.as_deref().unwrap_or("?")
             ),
@@ -235,7 +236,7 @@ pub(super) fn put_run(q: &mut dyn Sql, experiment_id: i64, run: &FullRun, existi
             (Existing::Record, false, _) | (Existing::Merge, false, true) => {
                 // Cascades to the failed run's metrics, totals, samples and extras.
                 q.execute("DELETE FROM runs WHERE id = ?1", params![old_id])
-                    .with_context(|| format!("cannot replace failed run seq {seq}"))?;
+                    .with_context(|| format!("cannot replace failed run {} (seq {seq})", seq + 1))?;
                 replaced = true;
             }
         }

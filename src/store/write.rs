@@ -157,9 +157,13 @@ impl Store {
     pub fn record_run_with(&mut self, experiment_id: i64, run: &RunRecord, context: &RecordingContext) -> Result<i64> {
         let loc = self.location();
         let status = run.status.ok_or_else(|| {
-            anyhow!("run seq {} of experiment {experiment_id} has no status; cannot record it", run.seq)
+            anyhow!(
+                "run {} (seq {}) of experiment {experiment_id} has no status; cannot record it",
+                run.seq + 1,
+                run.seq
+            )
         })?;
-        let what = format!("run seq {} of experiment {experiment_id} in {loc}", run.seq);
+        let what = format!("run {} (seq {}) of experiment {experiment_id} in {loc}", run.seq + 1, run.seq);
         let full = FullRun::from_record(run, status, context.machine.as_ref(), context.shard);
         self.write(|q| {
             super::read::require_experiment(q, experiment_id, &loc)?;

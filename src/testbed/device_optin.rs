@@ -9,9 +9,17 @@
 //! is swap or holds swap; a device any mount or swap depends on through
 //! stacking (device-mapper/md `slaves`, a loop device over it, a partition
 //! of it); a device something is stacked on even when unmounted (`holders`,
-//! a loop device backed by it); and a device another process has open
+//! a loop device backed by it); a device another process has open
 //! exclusively (`O_EXCL`, which is also how the kernel marks what a mounted
-//! filesystem or a dm/md array holds).
+//! filesystem or a dm/md array holds); and a device (or a partition of it)
+//! any other process has open at all, read-only or read-write, through a
+//! file descriptor or a memory mapping (`/proc/*/fd`, `/proc/*/maps`, as
+//! `fuser` and `lsof` look), named by pid and command.
+//!
+//! udev is let settle first (its probes open new devices briefly), and the
+//! exclusive open is held from the checks until mkfs starts: mkfs opens
+//! the device `O_EXCL` itself, so fslab cannot hold its own open across
+//! the `exec`; that handover (a fork and exec) is the only window left.
 
 use std::collections::HashSet;
 use std::fs;
@@ -42,12 +50,24 @@ impl DeviceOptIn {
     /// Check again (before each mkfs: what was free when fslab started may
     /// have been mounted since).
     pub fn check(&self) -> Result<()> {
-        check(&self.path).with_context(|| format!("refusing to format --device {}", self.path.display()))
+        self.claim().map(drop)
+    }
+
+    /// [`check`](Self::check), keeping the device open exclusively until the
+    /// returned file is dropped (right before mkfs, which opens it `O_EXCL`
+    /// itself), so nothing can mount or claim it in between.
+    pub fn claim(&self) -> Result<fs::File> {
+        claim(&self.path).with_context(|| format!("refusing to format --device {}", self.path.display()))
     }
 }
 
 /// The checks of [`DeviceOptIn::new`] on the running host.
 pub fn check(path: &Path) -> Result<()> {
+    claim(path).map(drop)
+}
+
+/// [`check`], returning the exclusive open of the device.
+fn claim(path: &Path) -> Result<fs::File> {
     let meta = fs::metadata(path).with_context(|| format!("{} cannot be used", path.display()))?;
     let kind = meta.file_type();
     if !kind.is_block_device() {
@@ -63,20 +83,80 @@ pub fn check(path: &Path) -> Result<()> {
         bail!("{} is {what}, not a block device", path.display());
     }
     let dev = DevNum { major: libc::major(meta.rdev()), minor: libc::minor(meta.rdev()) };
+    settle_udev();
     let host = Host::read();
     if let Some(reason) = host.refusal(dev) {
         bail!("{} {reason}", path.display());
     }
-    // Last: an exclusive open fails with EBUSY while a mounted filesystem,
-    // a dm/md array or another process (mkfs, a partitioner) holds it.
-    match fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL).open(path) {
-        Ok(_) => Ok(()),
+    // An exclusive open fails with EBUSY while a mounted filesystem, a dm/md
+    // array or another process (mkfs, a partitioner) holds it; once it
+    // succeeds, nothing else can mount or claim it while fslab holds it.
+    let claimed = match fs::OpenOptions::new().read(true).custom_flags(libc::O_EXCL).open(path) {
+        Ok(file) => file,
         Err(e) if e.raw_os_error() == Some(libc::EBUSY) => bail!(
             "{} is in use: another process or the kernel holds it open exclusively (O_EXCL open: {e})",
             path.display()
         ),
-        Err(e) => Err(e).with_context(|| format!("opening {}", path.display())),
+        Err(e) => Err(e).with_context(|| format!("opening {}", path.display()))?,
+    };
+    // Plain opens do not conflict with O_EXCL: look for them in every
+    // other process, as fuser does.
+    let mut family = vec![dev];
+    family.extend(host.partitions(dev));
+    let openers = openers(&family, std::process::id());
+    if !openers.is_empty() {
+        let (one, many) = ("process", "processes");
+        let named: Vec<String> = openers.iter().map(|(pid, comm)| format!("{pid} ({comm})")).collect();
+        bail!(
+            "{} is in use: {} {} {} it open",
+            path.display(),
+            if named.len() == 1 { one } else { many },
+            named.join(", "),
+            if named.len() == 1 { "has" } else { "have" }
+        );
     }
+    Ok(claimed)
+}
+
+/// Wait (up to 10 s) for udev to finish processing events: its probes of a
+/// new or changed device hold it open for a moment. Without udev (or
+/// `udevadm`) there is nothing to wait for.
+fn settle_udev() {
+    let _ = std::process::Command::new("udevadm")
+        .args(["settle", "--timeout=10"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+}
+
+/// Processes other than `me` with any of `devices` open through a file
+/// descriptor or a memory mapping, as (pid, command), by pid. Processes
+/// that exit while being read are skipped.
+fn openers(devices: &[DevNum], me: u32) -> Vec<(u32, String)> {
+    let is_ours = |path: &Path| block_rdev(path).is_some_and(|d| devices.contains(&d));
+    let mut found: Vec<(u32, String)> = Vec::new();
+    let Ok(proc_dir) = fs::read_dir("/proc") else { return found };
+    for entry in proc_dir.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else { continue };
+        if pid == me {
+            continue;
+        }
+        let dir = entry.path();
+        let by_fd = fs::read_dir(dir.join("fd")).into_iter().flatten().flatten().any(|fd| is_ours(&fd.path()));
+        let by_map = || {
+            fs::read_to_string(dir.join("maps")).unwrap_or_default().lines().any(|line| {
+                // address perms offset dev inode path
+                line.split_whitespace().nth(5).is_some_and(|p| p.starts_with('/') && is_ours(Path::new(p)))
+            })
+        };
+        if by_fd || by_map() {
+            let comm = read_trim(&dir.join("comm")).unwrap_or_else(|| "?".to_string());
+            found.push((pid, comm));
+        }
+    }
+    found.sort();
+    found
 }
 
 /// What the kernel says about block devices and their users.

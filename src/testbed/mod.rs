@@ -171,10 +171,12 @@ impl Testbed {
             return self.read_back(&config.mount);
         }
         load_module(config)?;
+        let mut claimed = None;
         let dev = match device {
             Some(opt_in) => {
-                // Again right before mkfs: it may have been mounted since fslab started.
-                opt_in.check()?;
+                // Again right before mkfs: it may have been mounted or opened
+                // since fslab started. Held until mkfs takes it over.
+                claimed = Some(opt_in.claim()?);
                 opt_in.path.clone()
             }
             None => {
@@ -198,6 +200,8 @@ impl Testbed {
         let mut args: Vec<&str> = flags.to_vec();
         args.extend(config.mkfs.iter().map(String::as_str));
         args.push(dev_str);
+        // mkfs opens the device O_EXCL itself: hand it over at the last moment.
+        drop(claimed);
         run_tool(program, &args).context(format!("formatting {dev_str} as {}", config.fs))?;
 
         mount::mount(config.fs.fstype(), dev_str, &self.mountpoint, &config.mount)?;
@@ -236,8 +240,9 @@ impl Testbed {
             // The packed image is written onto the device (a VM's testbed
             // disk), so reads go through that device's queue, not a loop file.
             Some(opt_in) => {
-                opt_in.check()?;
+                let claimed = opt_in.claim()?;
                 copy_onto(&image, &opt_in.path)?;
+                drop(claimed);
                 let _ = fs::remove_file(&image);
                 opt_in.path.clone()
             }

@@ -298,7 +298,7 @@ fn a_server_that_goes_away_fails_the_write_and_resume_recovers() {
     let out = run.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && !err.contains("panicked"), "{err}");
-    assert!(err.contains("cannot record run seq"), "the failed write is named: {err}");
+    assert!(err.contains("cannot record run "), "the failed write is named: {err}");
     assert!(err.contains("127.0.0.1") && err.contains(&server.port.to_string()), "the server is named: {err}");
 
     server.up();

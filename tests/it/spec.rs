@@ -107,6 +107,11 @@ fn bad_input_names_file_line_and_key() {
         ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\ntimeout = \"soon\"\n", ":7:", "duration"),
         ("name = \"x\"\n[[variant]]\nname = \"a\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "fs"),
         ("name = \"x\"\n[[variant]\n", ":2:", "x"),
+        // One rule for names (issue 20 item 9): `/` and `,` cannot be addressed later.
+        ("name = \"x\"\n[[variant]]\nname = \"a/b\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "name"),
+        ("name = \"x\"\n[[variant]]\nname = \"a,b\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "letters, digits and `. _ - = +`"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\nname = \"../../w\"\n", ":7:", "name"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\\u0007\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "name"),
     ];
     for (i, (text, line, word)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("bad{i}.toml"));

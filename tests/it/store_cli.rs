@@ -87,6 +87,8 @@ fn list_json_and_merge_twice() {
     assert_eq!(v[0]["runs_ok"], 3);
     assert_eq!(v[0]["tags"], serde_json::json!([["team", "fs"]]));
     assert!(v[0]["uuid"].as_str().is_some_and(|u| u.len() == 36), "{out}");
+    // Each key once per object (`id` was written twice).
+    assert_eq!(out.matches("\"id\":").count(), 1, "{out}");
 
     let merge = |extra: &[&str]| {
         let mut args = vec!["merge", a.to_str().unwrap(), b.to_str().unwrap(), "-o", all.to_str().unwrap()];
@@ -161,4 +163,42 @@ fn db_takes_a_postgres_url() {
     assert!(out.status.success() && text.contains("2 ok") && text.contains("cli"), "{text}");
     let (ok, out, err) = fslab(&["export", "--format", "csv", "--db", &db_url]);
     assert!(ok && out.starts_with("experiment_id,experiment,run_seq"), "{out}{err}");
+}
+
+/// Issue 20 item 7: a missing store, experiment or variant is a usage
+/// error (2) in every command, before anything runs; not 1, the code of a
+/// regression or a failed run.
+#[test]
+fn a_missing_store_experiment_or_variant_is_a_usage_error_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("results.db");
+    store_with_runs(&db, 3, 1.0);
+    let (db, typo) = (db.to_str().unwrap(), dir.path().join("typo.db"));
+    let typo = typo.to_str().unwrap();
+    for args in [
+        vec!["check", "--db", typo, "--fail-on-regression"],
+        vec!["compare", "--db", typo],
+        vec!["compare", "--db", db, "--experiment", "999"],
+        vec!["compare", "--db", db, "--baseline", "nope"],
+        vec!["report", "--db", db, "--experiment", "999", "-o", "-"],
+        vec!["kconfig", "diff", "--db", db, "--experiment", "999", "--variants", "a,nope"],
+        vec!["kconfig", "diff", "--db", db, "--experiment", "1", "--variants", "nope,a"],
+    ] {
+        let out = Command::new(fslab_bin()).args(&args).env_remove("FSLAB_DB").output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} printed before failing");
+        assert!(
+            err.contains("typo.db does not exist") || err.contains("999") || err.contains("nope"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Issue 20 item 10: `plan --help` shows plan's exit status, not run's.
+#[test]
+fn plan_help_has_its_own_exit_table() {
+    let (ok, out, _) = fslab(&["plan", "--help"]);
+    assert!(ok);
+    assert!(out.contains("the plan was printed") && !out.contains("every run ok"), "{out}");
 }

@@ -87,6 +87,8 @@ fn reported_metrics_decide_and_the_sequential_rule_stops_at_the_first_look() {
     assert!(out.status.success(), "{}{}", text, String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("bench/wall_s") && text.contains("bench/score"), "{text}");
     assert!(!text.contains("bench/user_s"), "CPU side metrics are not planned for: {text}");
+    // Issue 20 item 10: the legend is a line of its own; warnings go to stderr.
+    assert!(text.ends_with("when nothing changed.\n") && !text.contains("warning:"), "{text}");
 }
 
 #[test]

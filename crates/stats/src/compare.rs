@@ -130,8 +130,11 @@ pub enum CompareMethod {
     /// All values positive but too few runs for a rank interval at level α
     /// (fewer than 4 per side at α = 0.05): Welch t-test on ln(values).
     LogWelch,
-    /// Some value `<= 0` (logs undefined): Welch t-test on raw values; ratio
-    /// of arithmetic means with a delta-method CI.
+    /// Some value `<= 0` (logs undefined, a ratio of means would flip sign):
+    /// Welch t-test on raw values; the estimate is the difference of the
+    /// arithmetic means relative to |baseline mean| (`ratio = 1 + (mv −
+    /// mb)/|mb|`, so ratio > 1 always means the values went up), with the
+    /// Welch interval of that difference scaled the same way.
     RawWelchDelta,
     /// Every value on both sides is the same number: `no-change`.
     Constant,
@@ -186,9 +189,13 @@ pub struct Comparison {
     pub change_pct: f64,
     /// The primary ratio estimate, variant / baseline: exp(Hodges–Lehmann
     /// shift of the logs) under [`CompareMethod::LogRank`], the ratio of
-    /// geometric means under `LogWelch`, of arithmetic means under
-    /// `RawWelchDelta`.
+    /// geometric means under `LogWelch`, `1 + (mv − mb)/|mb|` under
+    /// `RawWelchDelta`. The CI always contains it.
     pub ratio: f64,
+    /// Why the interval is of a different kind or cannot be computed
+    /// (difference-based for values ≤ 0; too few runs; baseline mean 0),
+    /// for the row's notes. None for the usual ratio intervals.
+    pub interval_note: Option<String>,
     /// Lower end of the CI of `ratio` at level `ci_level`, as % change.
     pub ci_low_pct: f64,
     /// Upper end of that CI, as % change.
@@ -312,10 +319,13 @@ impl Evidence {
             // written this way (rather than R²·(CVv² + CVb²)) so mv = 0 is fine.
             let (mb, mv) = (mean(&b), mean(&v));
             ev.method = CompareMethod::RawWelchDelta;
-            ev.raw_ratio = if mb != 0.0 { mv / mb } else { f64::NAN };
-            let r = ev.raw_ratio;
-            ev.raw_se =
-                ((sample_var(&v) / v.len() as f64 + r * r * sample_var(&b) / b.len() as f64) / (mb * mb)).sqrt();
+            // The difference of means, relative to |mb| so that its sign
+            // (and the verdict's direction) is the direction the values
+            // moved even when they are negative; its standard error is
+            // Welch's, scaled the same way (a ratio's delta-method error
+            // collapses to 0 when the variant mean is 0).
+            ev.raw_ratio = relative_ratio(mv, mb);
+            ev.raw_se = ev.welch.map_or(f64::NAN, |w| w.se) / mb.abs();
             ev.p_value = ev.welch.map_or(1.0, |w| w.p_value);
         }
         if ev.p_value.is_nan() {
@@ -562,6 +572,7 @@ fn describe(
     let b = finite(baseline);
     let v = finite(variant);
     let change_pct = if bs.mean_kind == vs.mean_kind { pct(vs.mean, bs.mean) } else { pct(mean(&v), mean(&b)) };
+    let interval_note = interval_note(ev, &b);
     let mann_whitney_p = if b.len() >= 4 && v.len() >= 4 { Some(mann_whitney_exact(&b, &v)) } else { None };
     let welch_p = ev.welch.map(|w| w.p_value).filter(|p| !p.is_nan());
     let disagreement = match (mann_whitney_p, welch_p) {
@@ -573,10 +584,7 @@ fn describe(
         if b.iter().chain(&v).all(|&x| x > 0.0) {
             vs.geomean / bs.geomean
         } else {
-            match mean(&b) {
-                mb if mb != 0.0 => mean(&v) / mb,
-                _ => f64::NAN,
-            }
+            relative_ratio(mean(&v), mean(&b))
         }
     } else {
         ev.ratio()
@@ -593,6 +601,7 @@ fn describe(
         variant: vs,
         change_pct,
         ratio,
+        interval_note,
         ci_low_pct: (lo - 1.0) * 100.0,
         ci_high_pct: (hi - 1.0) * 100.0,
         ci_level: 1.0 - 2.0 * d.efficacy_level,
@@ -650,11 +659,47 @@ pub(crate) fn noise_for_planning(baseline: &[f64], variant: &[f64], bs: &Summary
 }
 
 /// `(x / y - 1) * 100`, NaN when undefined.
+/// Relative change of `x` from `y`, in %, signed by the direction the value
+/// moved: `(x − y)/|y|` (the same as `x/y − 1` for positive values; from
+/// −5 to −7 is −40%, not +40%).
 fn pct(x: f64, y: f64) -> f64 {
     if y == 0.0 || !x.is_finite() || !y.is_finite() {
         return f64::NAN;
     }
-    (x / y - 1.0) * 100.0
+    if y > 0.0 && x >= 0.0 {
+        return (x / y - 1.0) * 100.0;
+    }
+    (x - y) / y.abs() * 100.0
+}
+
+/// `1 + (x − y)/|y|`: a "ratio" that is above 1 exactly when `x > y`, also
+/// for negative values; NaN when `y` is 0 (no relative change exists).
+fn relative_ratio(x: f64, y: f64) -> f64 {
+    if y == 0.0 {
+        return f64::NAN;
+    }
+    if y > 0.0 && x >= 0.0 {
+        return x / y;
+    }
+    1.0 + (x - y) / y.abs()
+}
+
+/// What the row says about its interval when it is not the usual ratio
+/// interval (see [`Comparison::interval_note`]).
+fn interval_note(ev: &Evidence, baseline: &[f64]) -> Option<String> {
+    match ev.method {
+        CompareMethod::InsufficientData => Some("fewer than 2 runs on a side: no interval".to_string()),
+        CompareMethod::RawWelchDelta if mean(baseline) == 0.0 => {
+            Some("baseline mean is 0: no relative change or interval".to_string())
+        }
+        CompareMethod::RawWelchDelta if !ev.raw_se.is_finite() => {
+            Some("values ≤ 0 and the spread overflows: no interval".to_string())
+        }
+        CompareMethod::RawWelchDelta => {
+            Some("values ≤ 0: difference of means relative to |baseline mean|, Welch interval".to_string())
+        }
+        _ => None,
+    }
 }
 
 /// Pooled sample standard deviation over the sides that have at least two
@@ -827,13 +872,11 @@ mod tests {
         assert!(c.change_pct > 40.0);
     }
 
-    // Reference, scipy 1.17.1 / numpy 2.4.6 (delta-method CI written out, as
-    // SciPy has no ratio-of-means CI):
+    // Reference p, scipy 1.17.1 / numpy 2.4.6:
     //   b=np.array([0.0,2.0,1.5,1.0,2.5]); v=np.array([3.0,2.5,4.0,3.5,2.0])
     //   r = scipy.stats.ttest_ind(v, b, equal_var=False)  -> p = 0.02152400418154051, df = 7.711133400200603
-    //   R = v.mean()/b.mean() = 2.142857142857143
-    //   se = np.sqrt(v.var(ddof=1)/5 + R*R*b.var(ddof=1)/5) / b.mean()
-    //   R -/+ scipy.stats.t.ppf(0.975, r.df)*se = (0.5061928236788464, 3.779521462035439)
+    // The interval is Welch's interval of mv − mb = 1.6 (se = sqrt(0.925/5 +
+    // 0.625/5)), divided by |mb| = 1.4, around 1 + 1.6/1.4.
     #[test]
     fn non_positive_values_fall_back_to_raw_welch_delta() {
         let b = [0.0, 2.0, 1.5, 1.0, 2.5];
@@ -842,12 +885,78 @@ mod tests {
         assert_eq!(c.method, CompareMethod::RawWelchDelta);
         assert!(close(c.p_value, 0.02152400418154051, 1e-8), "{}", c.p_value);
         assert!(close(c.ratio, 2.142857142857143, 1e-12));
-        assert!(close(c.ci_low_pct, (0.5061928236788464 - 1.0) * 100.0, 1e-8), "{}", c.ci_low_pct);
-        assert!(close(c.ci_high_pct, (3.779521462035439 - 1.0) * 100.0, 1e-8), "{}", c.ci_high_pct);
-        // CI straddles the band although p < alpha: not decisive.
-        assert_eq!(c.verdict, Verdict::Inconclusive);
-        assert!(c.runs_needed.is_some());
+        let half = t_quantile(0.975, 7.711133400200603) * (0.31f64).sqrt() / 1.4 * 100.0;
+        assert!(close(c.ci_low_pct, (c.ratio - 1.0) * 100.0 - half, 1e-8), "{}", c.ci_low_pct);
+        assert!(close(c.ci_high_pct, (c.ratio - 1.0) * 100.0 + half, 1e-8), "{}", c.ci_high_pct);
+        // The whole interval is above the band (the ratio's delta-method
+        // interval, wider by the ratio's own variance, straddled it).
+        assert!(c.ci_low_pct > 5.0, "{}", c.ci_low_pct);
+        assert_eq!(c.verdict, Verdict::Regressed);
         assert!(c.baseline.geomean.is_nan());
+        assert!(c.interval_note.as_deref().unwrap().contains("difference of means"));
+    }
+
+    /// Issue 20 item 2: a lower-is-better metric going from about −5 to
+    /// about −7 went down, which is better; a ratio of means (+40%) said
+    /// the opposite.
+    #[test]
+    fn negative_values_follow_the_metrics_direction() {
+        let b = [-5.0, -5.1, -4.9, -5.05, -4.95];
+        let v = [-7.0, -7.1, -6.9, -7.05, -6.95];
+        let lower = compare(&b, &v, false, &cfg());
+        assert_eq!(lower.method, CompareMethod::RawWelchDelta);
+        assert!(close(lower.change_pct, -40.0, 1e-9), "{}", lower.change_pct);
+        assert!(close(lower.ratio, 0.6, 1e-9), "{}", lower.ratio);
+        assert!(lower.ci_high_pct < 0.0, "{lower:?}");
+        assert_eq!(lower.verdict, Verdict::Improved);
+        let higher = compare(&b, &v, true, &cfg());
+        assert_eq!(higher.verdict, Verdict::Regressed);
+        assert!(close(higher.change_pct, -40.0, 1e-9));
+        // Upwards through zero: from −1 to +1 is +200% of |−1|.
+        let up = compare(&[-1.0, -1.02, -0.98, -1.01, -0.99], &[1.0, 1.02, 0.98, 1.01, 0.99], true, &cfg());
+        assert!(close(up.change_pct, 200.0, 1e-9), "{}", up.change_pct);
+        assert_eq!(up.verdict, Verdict::Improved);
+    }
+
+    /// Issue 20 item 3: every interval contains its estimate and is finite,
+    /// or the comparison says why not.
+    #[test]
+    fn degenerate_intervals_contain_the_estimate_or_say_why_not() {
+        // user_s: a baseline with one 3.6 ms run, a variant of zeros. The
+        // ratio's delta-method error was 0 here: CI [-100%, -100%].
+        let c = compare(&[0.0, 0.0036], &[0.0, 0.0], false, &cfg());
+        assert!(c.ci_low_pct < -100.0 && c.ci_high_pct > 0.0, "{c:?}");
+        assert_eq!(c.verdict, Verdict::Inconclusive);
+        // Values near f64::MAX: the means overflowed to `–` next to a verdict.
+        let big = compare(&[1e308, 1.01e308, 0.99e308, 1e308], &[1.7e308, 1.71e308, 1.69e308, 1.7e308], false, &cfg());
+        assert!(big.baseline.mean.is_finite() && big.variant.mean.is_finite(), "{big:?}");
+        assert!(close(big.change_pct, 70.0, 1e-6), "{}", big.change_pct);
+        assert!(big.baseline.stddev.is_finite() && big.baseline.stddev > 0.0, "{big:?}");
+        let cases: Vec<(Vec<f64>, Vec<f64>)> = vec![
+            (vec![0.0, 0.0036], vec![0.0, 0.0]),
+            (vec![0.0, 0.0], vec![0.0, 0.0036]),
+            (vec![0.0, 0.0, 0.0], vec![1.0, 2.0, 3.0]),
+            (vec![-1.0, 1.0], vec![2.0, 3.0]),
+            (vec![5.0], vec![6.0, 7.0]),
+            (vec![1e308, 1e308], vec![1.7e308, 1.7e308]),
+            (vec![1e-308, 2e-308], vec![3e-308, 4e-308]),
+            (vec![-3.0, -3.0], vec![-3.0, -2.0]),
+            (vec![2.0, 2.0, 2.0], vec![3.0, 3.0, 3.0]),
+            (vec![1.0, f64::NAN, 2.0], vec![f64::INFINITY, 3.0, 4.0]),
+        ];
+        for (b, v) in &cases {
+            for hib in [false, true] {
+                let c = compare(b, v, hib, &cfg());
+                let est = (c.ratio - 1.0) * 100.0;
+                let computable = est.is_finite() && c.ci_low_pct.is_finite() && c.ci_high_pct.is_finite();
+                if computable {
+                    assert!(c.ci_low_pct <= est && est <= c.ci_high_pct, "{b:?} {v:?}: {c:?}");
+                } else {
+                    assert!(c.interval_note.is_some(), "{b:?} {v:?}: no interval and no reason: {c:?}");
+                    assert!(matches!(c.verdict, Verdict::Inconclusive), "{b:?} {v:?}: {c:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -278,7 +278,7 @@ pub fn check_experiment(metrics: &[MetricRuns], cfg: &GateConfig) -> GateReport 
                 Verdict::Inconclusive => GateOutcome::Inconclusive,
             };
             let note = (outcome == GateOutcome::Inconclusive).then(|| match c.runs_needed {
-                Some(n) => format!("not decisive; about {n} runs per side would be"),
+                Some(n) => format!("not decisive; about {n} runs per side would likely decide it"),
                 None => "too few runs to compare".to_string(),
             });
             results[i] = Some(GateResult {
@@ -669,6 +669,11 @@ mod tests {
         let few = check_experiment(&[runs(&b[..1], v, false)], &cfg);
         assert_eq!((few.outcome(), few.exit_status()), (GateOutcome::Inconclusive, 0));
         assert!(few.metrics[0].note.is_some());
+        // A noisy, undecided pair: the note is a whole sentence (it was cut
+        // off at "would be").
+        let noisy = check_experiment(&[runs(&[100.0, 104.0, 98.0, 102.0], &[101.0, 97.0, 103.0, 99.5], false)], &cfg);
+        let note = noisy.metrics[0].note.clone().unwrap_or_default();
+        assert!(note.ends_with("runs per side would likely decide it"), "{note}");
         // Order kept across the decisive / other families.
         let side = MetricRuns { decisive: false, name: "untar/sys_s", ..runs(b, v, false) };
         let r = check_experiment(&[side, runs(&STEADY, &STEADY, false)], &cfg);

@@ -90,7 +90,7 @@ pub fn summarize(values: &[f64], higher_is_better: bool) -> Summary {
     } else {
         (amean, MeanKind::Arithmetic)
     };
-    let stddev = sample_var(&xs).sqrt();
+    let stddev = sample_sd(&xs);
     let cv = if stddev == 0.0 {
         0.0
     } else if amean == 0.0 {
@@ -122,7 +122,26 @@ pub(crate) fn mean(xs: &[f64]) -> f64 {
     if xs.is_empty() {
         return f64::NAN;
     }
-    xs.iter().sum::<f64>() / xs.len() as f64
+    let n = xs.len() as f64;
+    let sum = xs.iter().sum::<f64>();
+    if sum.is_finite() {
+        return sum / n;
+    }
+    // The sum overflowed (values near f64::MAX): the same mean from the
+    // values divided first. An infinite input stays infinite.
+    xs.iter().map(|x| x / n).sum::<f64>()
+}
+
+/// Sample standard deviation (n-1), finite whenever the spread is: the
+/// variance of values near f64::MAX overflows, its square root need not.
+pub(crate) fn sample_sd(xs: &[f64]) -> f64 {
+    let var = sample_var(xs);
+    if var.is_finite() || var.is_nan() {
+        return var.sqrt();
+    }
+    let scale = xs.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let scaled: Vec<f64> = xs.iter().map(|x| x / scale).collect();
+    sample_var(&scaled).sqrt() * scale
 }
 
 /// Sample variance (n-1); NaN for fewer than two values.

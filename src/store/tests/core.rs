@@ -174,7 +174,7 @@ fn record_run_is_atomic() {
         let mut broken = full_run(0);
         broken.metrics.push(Metric::lower("elapsed", "s", 1.0));
         let e = err_text(store.record_run(exp, &broken).unwrap_err());
-        assert!(e.contains("run seq 0 of experiment"), "{e}");
+        assert!(e.contains("run 1 (seq 0) of experiment"), "{e}");
         assert!(e.contains("\"elapsed\""), "{e}");
         for table in ["runs", "metrics", "disk_totals", "iostat_samples", "cpu_samples", "run_extras"] {
             assert_eq!(count(&store, table), 0, "{table} not rolled back on {}", db.backend);
@@ -258,7 +258,7 @@ fn failed_run_is_replaced_but_ok_run_is_not() {
 
         // Neither a failed nor a different ok run may replace the ok one.
         let e = err_text(store.record_run(exp, &run(3, 2, "alpha", "first", RunStatus::Failed, vec![])).unwrap_err());
-        assert!(e.contains("run seq 3 of experiment") && e.contains("never replaced"), "{e}");
+        assert!(e.contains("run 4 (seq 3) of experiment") && e.contains("never replaced"), "{e}");
         let e = err_text(store.record_run(exp, &run(3, 2, "alpha", "first", RunStatus::Ok, vec![])).unwrap_err());
         assert!(e.contains("already recorded as ok"), "{e}");
         assert_eq!(store.runs(exp).unwrap()[0].id, ok_id);

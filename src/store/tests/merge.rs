@@ -98,7 +98,7 @@ fn merge_refuses_conflicting_runs_and_takes_ok_over_failed() {
         bad.record_run(be, &run(4, 1, "zeta", "first", RunStatus::Ok, vec![])).unwrap();
         let runs_before = count(&dst, "runs");
         let e = err_text(crate::store::merge::merge(&mut dst, &bad).unwrap_err());
-        assert!(e.contains("run seq 1 is stored ok in both with different content") && e.contains(&uuid), "{e}");
+        assert!(e.contains("run 2 (seq 1) is stored ok in both with different content") && e.contains(&uuid), "{e}");
         assert!(e.contains(&bad.location()) && e.contains(&dst.location()), "{e}");
         assert_eq!(count(&dst, "runs"), runs_before, "nothing of the conflicting merge is stored");
 

@@ -150,7 +150,7 @@ fn server_gone_mid_write_fails_that_write_and_recovers() {
     let big = full_run_with(1, 60, 60);
     relay.cut_after(3000);
     let e = err_text(store.record_run(exp, &big).unwrap_err());
-    assert!(e.contains("cannot record run seq 1 of experiment") && e.contains(&via_relay.to_string()), "{e}");
+    assert!(e.contains("cannot record run 2 (seq 1) of experiment") && e.contains(&via_relay.to_string()), "{e}");
     assert!(e.contains("lost the connection"), "{e}");
 
     // While it is away, writes fail at once with a clear error.

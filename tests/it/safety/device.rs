@@ -106,3 +106,39 @@ fn a_fresh_loop_device_is_accepted_and_used_end_to_end() {
     let dev = lo.dev.to_string_lossy().into_owned();
     assert!(!std::fs::read_to_string("/proc/self/mountinfo").unwrap().lines().any(|l| l.contains(&format!(" {dev} "))));
 }
+
+/// A child process with `dev` open as its stdin, killed when dropped (also
+/// when an assertion fails).
+struct Holder(std::process::Child);
+
+impl Holder {
+    fn new(file: std::fs::File) -> Holder {
+        Holder(std::process::Command::new("sleep").arg("300").stdin(file).spawn().unwrap())
+    }
+}
+
+impl Drop for Holder {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_device_another_process_has_open_read_only_or_read_write_is_refused_naming_it() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let dir = common::workdir("fslab-safety-dev");
+    let lo = LoopDev::new(dir.path(), "opened.img", 64, false);
+    for write in [false, true] {
+        let file = std::fs::OpenOptions::new().read(true).write(write).open(&lo.dev).unwrap();
+        let holder = Holder::new(file);
+        let pid = holder.0.id();
+        run_on(dir.path(), &lo.dev).expect(2).says(&format!("is in use: process {pid} (sleep) has it open"));
+        drop(holder);
+    }
+    // Nothing was written: no filesystem signature on it.
+    let blkid = std::process::Command::new("blkid").arg("-p").arg(&lo.dev).output().unwrap();
+    assert!(String::from_utf8_lossy(&blkid.stdout).trim().is_empty(), "{}", String::from_utf8_lossy(&blkid.stdout));
+}

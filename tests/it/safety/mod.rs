@@ -7,6 +7,7 @@ mod bounds;
 mod cleanup;
 mod device;
 mod dirs;
+mod dry_run;
 mod exit_codes;
 mod resume;
 mod space;
