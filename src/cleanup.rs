@@ -20,7 +20,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use crate::sys::blockdev::DevNum;
-use crate::sys::marker::{dir_owner, stale, DirOwner, MARKER};
+use crate::sys::marker::{dir_owner, owner, stale, DirOwner, MARKER};
 use crate::testbed::mount::mounted_under;
 use crate::testbed::{cgroup, loopdev, mount};
 
@@ -161,6 +161,20 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&Path>) -> CleanupReport 
 
     if within.is_none() {
         system_wide(&mut report, &flavor, all);
+    } else {
+        // Trace instances belong to no directory, but their names carry
+        // the owner's identity: those of the processes that left stale
+        // testbeds here go with them, as `fslab cleanup` would remove them.
+        let owners: HashSet<(i32, Option<u64>)> = stale_names.iter().filter_map(|n| owner(n)).collect();
+        for dir in crate::monitor::blocktrace::marker_instances() {
+            let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            if owner(&name).is_some_and(|o| owners.contains(&o)) && stale(&name, all) {
+                report.note(
+                    format!("trace instance {}", dir.display()),
+                    crate::monitor::blocktrace::remove_instance(&dir),
+                );
+            }
+        }
     }
 
     for path in stale_dirs {

@@ -31,6 +31,11 @@ pub fn leftovers(needle: &str) -> Vec<String> {
     for line in mountinfo.lines().filter(|l| l.contains(needle)) {
         found.push(format!("mount {line}"));
     }
+    for instance in fslab::monitor::blocktrace::marker_instances() {
+        if instance.to_string_lossy().contains(needle) {
+            found.push(format!("trace instance {}", instance.display()));
+        }
+    }
     for root in ["/sys/fs/cgroup/blkio", "/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
         for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
             if entry.file_name().to_string_lossy().contains(needle) {

@@ -53,6 +53,14 @@ fn a_killed_run_is_listed_interrupted_and_resume_cleans_up_after_it() {
     fslab(["report", "--format", "markdown", "--db", db.as_str()]).expect(0).says("Status running,");
     fslab(run_args(dir.path(), &spec, &["--resume"])).expect(2).says("is still running");
 
+    // The block-trace monitor's tracefs instance is system-wide, outside
+    // the work directory: wait for it, so the kill leaves one behind.
+    let traced = || common::leftovers(&needle).iter().any(|l| l.starts_with("trace instance"));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !traced() && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(traced(), "the run has no trace instance: {:?}", common::leftovers(&needle));
     child.kill().unwrap();
     let _ = child.wait();
     assert!(!common::leftovers(&needle).is_empty(), "SIGKILL leaves the testbed");
