@@ -10,12 +10,13 @@
 //! are served by one thread, one request at a time; the model's clock
 //! (`busy_until`) makes a request that arrives while the device is busy
 //! wait for it. Reading `evidence` returns the [`Evidence`] as JSON;
-//! writing to it starts a new account.
+//! writing to it starts a new, paced account (`pause` stops pacing).
 
 use std::ffi::OsStr;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -32,10 +33,12 @@ use super::{DeviceSpec, Model, Op};
 /// Largest request the server takes (and the loop device is limited to):
 /// the kernel's default FUSE `max_pages_limit` (256 pages).
 pub const MAX_REQUEST: u32 = 1 << 20;
-/// The filesystem type's subtype in mountinfo (`fuse.fslab-media`).
+/// The mount's source (and subtype) in mountinfo, by which cleanup knows it.
 pub const SUBTYPE: &str = "fslab-media";
 pub const IMAGE_FILE: &str = "image";
 pub const EVIDENCE_FILE: &str = "evidence";
+/// Written to `evidence`: stop pacing (anything else: a new account, paced).
+const PAUSE: &[u8] = b"pause";
 
 const ROOT: u64 = 1;
 const IMAGE: u64 = 2;
@@ -44,6 +47,10 @@ const TTL: Duration = Duration::from_secs(3600);
 /// Sleeping ends this much before a reply is due; the rest is spun, as
 /// sleeps overshoot by tens of microseconds.
 const SPIN: Duration = Duration::from_micros(150);
+/// How long after a serial medium finished a request the next one may
+/// arrive and still count as queued behind it (FUSE's own round trip, a
+/// few hundred microseconds, more on a loaded host).
+const CATCH_UP: Duration = Duration::from_millis(2);
 
 struct Device {
     model: Box<dyn Model>,
@@ -56,6 +63,11 @@ pub struct MediaFs {
     image: File,
     size: u64,
     serial: bool,
+    /// Whether replies wait for the medium. Off while the testbed is built
+    /// (mkfs, the workload's preparation) and torn down: the model still
+    /// charges every request, so its state (open AUs, head) is what those
+    /// left behind, but only the measured part runs at the medium's speed.
+    paced: AtomicBool,
     device: Mutex<Device>,
 }
 
@@ -66,6 +78,7 @@ impl MediaFs {
             image,
             size,
             serial: spec.serial(),
+            paced: AtomicBool::new(false),
             device: Mutex::new(Device { model: spec.model(size), ledger: Ledger::new(), busy_until: Instant::now() }),
         })
     }
@@ -103,7 +116,16 @@ impl MediaFs {
         let cost = device.model.charge(op, offset, len);
         let counters = device.model.counters();
         device.ledger.record(op, len, &cost, counters);
-        let start = if self.serial { arrived.max(device.busy_until) } else { arrived };
+        // A request that reaches the server within CATCH_UP of the medium
+        // going idle was waiting on FUSE's one-at-a-time path, not on the
+        // host: on the real medium it would have started at once.
+        let start = if !self.serial {
+            arrived
+        } else if arrived <= device.busy_until + CATCH_UP {
+            device.busy_until
+        } else {
+            arrived
+        };
         let due = start + Duration::from_secs_f64(cost.total());
         if self.serial {
             device.busy_until = due;
@@ -113,6 +135,9 @@ impl MediaFs {
 
     /// Wait until `due`; account any lateness.
     fn wait(&self, due: Instant) {
+        if !self.paced.load(Ordering::Relaxed) {
+            return;
+        }
         let now = Instant::now();
         if now < due {
             if due - now > SPIN {
@@ -131,6 +156,7 @@ impl MediaFs {
     }
 
     fn reset(&self) {
+        self.paced.store(true, Ordering::Relaxed);
         let mut device = self.device.lock().unwrap_or_else(|e| e.into_inner());
         let counters = device.model.counters();
         device.ledger.reset(counters);
@@ -234,7 +260,11 @@ impl Filesystem for MediaFs {
         reply: ReplyWrite,
     ) {
         if ino.0 == EVIDENCE {
-            self.reset();
+            if data.starts_with(PAUSE) {
+                self.paced.store(false, Ordering::Relaxed);
+            } else {
+                self.reset();
+            }
             return reply.written(data.len() as u32);
         }
         if offset + data.len() as u64 > self.size {
@@ -289,9 +319,10 @@ impl Filesystem for MediaFs {
     }
 }
 
-/// Serve `image` as `spec` at `mountpoint` (an empty directory) from a
-/// background thread of this process, until the mount goes away.
-pub fn mount(spec: &DeviceSpec, image: &Path, mountpoint: &Path) -> Result<fuser::BackgroundSession> {
+/// Serve `image` as `spec` at `mountpoint` (an empty directory) until the
+/// mount goes away: the body of the hidden `fslab media-serve`. SIGTERM,
+/// SIGINT and SIGHUP detach the mount, which ends the session.
+pub fn serve(spec: &DeviceSpec, image: &Path, mountpoint: &Path) -> Result<()> {
     let file = std::fs::OpenOptions::new()
         .read(true)
         .write(true)
@@ -305,19 +336,40 @@ pub fn mount(spec: &DeviceSpec, image: &Path, mountpoint: &Path) -> Result<fuser
     // thread so the FUSE path is not what limits them.
     config.n_threads = Some(if spec.serial() { 1 } else { 2 });
     config.clone_fd = !spec.serial();
-    fuser::spawn_mount(fs, mountpoint, &config)
-        .with_context(|| format!("mounting the media server at {}", mountpoint.display()))
+    let target = mountpoint.to_path_buf();
+    let mut signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])
+        .context("installing signal handlers")?;
+    std::thread::spawn(move || {
+        if signals.forever().next().is_some() {
+            let _ = nix::mount::umount2(&target, nix::mount::MntFlags::MNT_DETACH);
+        }
+    });
+    let session = fuser::Session::new(fs, mountpoint, &config)
+        .with_context(|| format!("mounting the media server at {}", mountpoint.display()))?;
+    session.run().context("serving FUSE requests")
 }
 
 /// The evidence of the server mounted at `mountpoint`.
 pub fn read_evidence(mountpoint: &Path) -> Result<Evidence> {
+    use std::io::Read;
     let path = mountpoint.join(EVIDENCE_FILE);
-    let text = std::fs::read(&path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_slice(&text).with_context(|| format!("parsing {}", path.display()))
+    // One read: every read of the file is a fresh snapshot, so reading on
+    // from an offset would splice two of them.
+    let mut buf = vec![0u8; 64 << 10];
+    let n = std::fs::File::open(&path)
+        .and_then(|mut f| f.read(&mut buf))
+        .with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_slice(&buf[..n]).with_context(|| format!("parsing {}", path.display()))
 }
 
 /// Start a new account at the server mounted at `mountpoint`.
 pub fn reset_evidence(mountpoint: &Path) -> Result<()> {
     let path = mountpoint.join(EVIDENCE_FILE);
     std::fs::write(&path, b"reset\n").with_context(|| format!("resetting {}", path.display()))
+}
+
+/// Stop pacing the server mounted at `mountpoint` (requests are still charged).
+pub fn pause(mountpoint: &Path) -> Result<()> {
+    let path = mountpoint.join(EVIDENCE_FILE);
+    std::fs::write(&path, PAUSE).with_context(|| format!("pausing {}", path.display()))
 }

@@ -18,6 +18,7 @@ mod inspect_cli;
 mod iostat_logs;
 mod kernels;
 mod lifecycle;
+mod media;
 mod pipes;
 mod report;
 mod rofs;
