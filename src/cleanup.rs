@@ -126,23 +126,9 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&Path>) -> CleanupReport 
         }
     }
 
-    if let Ok(text) = fs::read_to_string("/proc/self/mountinfo") {
-        // Deepest first, in case anything was mounted inside a testbed.
-        let mut mounts: Vec<_> = mount::parse_mountinfo(&text)
-            .into_iter()
-            .filter(|m| m.mountpoint.contains(MARKER) || m.source.starts_with(MARKER))
-            .filter(|m| in_scope(&m.mountpoint))
-            .collect();
-        mounts.sort_by_key(|m| std::cmp::Reverse(m.mountpoint.len()));
-        for m in mounts {
-            let key = format!("{} {}", m.mountpoint, m.source);
-            if stale(&key, all) {
-                report.note(format!("mount {}", m.mountpoint), mount::unmount(Path::new(&m.mountpoint)));
-            } else {
-                report.in_use.push(format!("mount {}", m.mountpoint));
-            }
-        }
-    }
+    // Media servers' FUSE mounts hold the loop devices' backing files:
+    // they go after the loop devices.
+    unmount_marked(&mut report, all, &in_scope, |m| !is_media(m));
 
     for (device, backing) in loopdev::attached() {
         let backing_str = backing.to_string_lossy();
@@ -158,6 +144,8 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&Path>) -> CleanupReport 
             report.in_use.push(format!("loop device {}", device.display()));
         }
     }
+
+    unmount_marked(&mut report, all, &in_scope, is_media);
 
     if within.is_none() {
         system_wide(&mut report, &flavor, all);
@@ -191,6 +179,37 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&Path>) -> CleanupReport 
         cache_temporaries(&mut report, &workdir.join("cache"), all);
     }
     report
+}
+
+/// A media server's mount (see [`crate::media::serve`]): type `fuse`
+/// (`fuse.fslab-media` when mounted through fusermount), source `fslab-media`.
+fn is_media(m: &mount::MountInfoLine) -> bool {
+    m.fstype.starts_with("fuse") && m.source == crate::media::serve::SUBTYPE
+}
+
+/// Unmount the marker-named mounts `which` selects whose owner is gone,
+/// deepest first (in case anything was mounted inside a testbed).
+fn unmount_marked(
+    report: &mut CleanupReport,
+    all: bool,
+    in_scope: &dyn Fn(&str) -> bool,
+    which: impl Fn(&mount::MountInfoLine) -> bool,
+) {
+    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else { return };
+    let mut mounts: Vec<_> = mount::parse_mountinfo(&text)
+        .into_iter()
+        .filter(|m| m.mountpoint.contains(MARKER) || m.source.starts_with(MARKER))
+        .filter(|m| in_scope(&m.mountpoint) && which(m))
+        .collect();
+    mounts.sort_by_key(|m| std::cmp::Reverse(m.mountpoint.len()));
+    for m in mounts {
+        let key = format!("{} {}", m.mountpoint, m.source);
+        if stale(&key, all) {
+            report.note(format!("mount {}", m.mountpoint), mount::unmount(Path::new(&m.mountpoint)));
+        } else {
+            report.in_use.push(format!("mount {}", m.mountpoint));
+        }
+    }
 }
 
 /// Leftovers that belong to no work directory: v1 root rules on detached

@@ -34,6 +34,7 @@ pub mod inspect;
 pub mod iostatlog;
 pub mod kernel;
 pub mod keys;
+pub mod media;
 pub mod metric;
 pub mod monitor;
 pub mod output;

@@ -126,6 +126,20 @@ enum Command {
     SimulateChangepoints(changepoints::SimulateChangepointsArgs),
     #[command(flatten)]
     Guest(guest::GuestCommand),
+    /// Serve a testbed image through a media model (started by the testbed).
+    #[command(hide = true)]
+    MediaServe(MediaServeArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct MediaServeArgs {
+    /// The model, as JSON (`DeviceSpec`).
+    #[arg(long)]
+    spec: String,
+    #[arg(long)]
+    image: std::path::PathBuf,
+    #[arg(long)]
+    mountpoint: std::path::PathBuf,
 }
 
 /// Run the chosen subcommand.
@@ -151,5 +165,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Simulate(args) => simulate::simulate(args),
         Command::SimulateChangepoints(args) => changepoints::simulate(args),
         Command::Guest(command) => guest::dispatch(command),
+        Command::MediaServe(args) => {
+            let spec: fslab::media::DeviceSpec =
+                serde_json::from_str(&args.spec).map_err(|e| anyhow::anyhow!("--spec: {e}"))?;
+            fslab::media::serve::serve(&spec, &args.image, &args.mountpoint).map(|()| ExitCode::SUCCESS)
+        }
     }
 }

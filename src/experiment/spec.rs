@@ -118,6 +118,8 @@ pub struct VariantKeys {
     pub mkfs: Option<Spanned<Vec<String>>>,
     pub mount: Option<Spanned<String>>,
     pub throttle: Option<Spanned<Throttle>>,
+    /// The medium the testbed's image behaves like (`{ model = "sdcard" }`).
+    pub device: Option<Spanned<toml::Value>>,
     pub read_ahead_kb: Option<Spanned<u32>>,
     pub scheduler: Option<Spanned<String>>,
     /// Filesystem sysfs tunables by name (ext4 `mb_max_to_scan`, …).

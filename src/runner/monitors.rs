@@ -35,8 +35,12 @@ pub trait RunMonitor {
 }
 
 /// Builds each monitor for one run, in start order.
-pub const MONITORS: &[fn() -> Box<dyn RunMonitor>] =
-    &[|| Box::new(FsInternals::default()), || Box::new(Sampler::default()), || Box::new(BlockTrace::default())];
+pub const MONITORS: &[fn() -> Box<dyn RunMonitor>] = &[
+    || Box::new(FsInternals::default()),
+    || Box::new(Sampler::default()),
+    || Box::new(BlockTrace::default()),
+    || Box::new(Media),
+];
 
 /// Start every monitor; failures become notes in `record`.
 pub fn start_all(watch: &Watch, record: &mut RunRecord) -> Vec<Box<dyn RunMonitor>> {
@@ -77,6 +81,38 @@ impl RunMonitor for Sampler {
     fn stop(&mut self, _watch: &Watch, record: &mut RunRecord) -> Result<()> {
         let monitor = self.0.take().context("not started")?;
         record.monitor = Some(monitor.stop()?);
+        Ok(())
+    }
+}
+
+/// What the media model went through during the measured part (a new
+/// account is started just before it), stored as `media/…` metrics.
+/// Nothing for testbeds without a model.
+struct Media;
+
+impl RunMonitor for Media {
+    fn name(&self) -> &'static str {
+        "media model"
+    }
+
+    fn start(&mut self, watch: &Watch) -> Result<()> {
+        match &watch.testbed.media {
+            Some(server) => server.reset_evidence(),
+            None => Ok(()),
+        }
+    }
+
+    fn stop(&mut self, watch: &Watch, record: &mut RunRecord) -> Result<()> {
+        let Some(server) = &watch.testbed.media else { return Ok(()) };
+        let evidence = server.evidence()?;
+        server.pause()?;
+        record.metrics.extend(evidence.metrics());
+        if evidence.late_s > 0.01 * evidence.wall_s.max(1.0) {
+            record.notes.push(format!(
+                "media model: replies were {:.2}s late in total (the server could not keep up with {})",
+                evidence.late_s, server.spec
+            ));
+        }
         Ok(())
     }
 }

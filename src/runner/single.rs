@@ -118,7 +118,9 @@ fn measure(
         (measured, _) => measured,
     };
     let torn_down = bed.teardown();
-    record.metrics = measured?;
+    // The workload's metrics first, then the monitors' evidence (`media/…`).
+    let evidence = std::mem::replace(&mut record.metrics, measured?);
+    record.metrics.extend(evidence);
     record.metrics.extend(bed.metrics.iter().cloned());
     cleaned?;
     torn_down

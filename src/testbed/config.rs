@@ -25,6 +25,10 @@ pub struct TestbedConfig {
     /// How a read-only image is packed; None for writable filesystems.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<ImageOptions>,
+    /// The medium the image is served as (a FUSE media model under the
+    /// loop device); None: the image file directly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<crate::media::DeviceSpec>,
 }
 
 impl TestbedConfig {
@@ -41,6 +45,7 @@ impl TestbedConfig {
             scheduler: None,
             sysfs: Vec::new(),
             image: None,
+            device: None,
         }
     }
 }

@@ -66,6 +66,8 @@ pub struct Testbed {
     /// What the run's record should say about the testbed (a `dir:`
     /// testbed's filesystem is not fresh).
     pub notes: Vec<String>,
+    /// The media model serving the image (`device = { model = … }`).
+    pub media: Option<crate::media::host::MediaServer>,
     loop_attached: bool,
     mounted: bool,
     owns_dir: bool,
@@ -155,6 +157,7 @@ impl Testbed {
             staging: None,
             metrics: Vec::new(),
             notes: Vec::new(),
+            media: None,
             loop_attached: false,
             mounted: false,
             owns_dir,
@@ -171,6 +174,7 @@ impl Testbed {
             return self.read_back(&config.mount);
         }
         load_module(config)?;
+        refuse_model_on_real_device(config, device)?;
         let mut claimed = None;
         let dev = match device {
             Some(opt_in) => {
@@ -185,10 +189,7 @@ impl Testbed {
                 file.set_len(config.size.0).with_context(|| format!("sizing {}", image.display()))?;
                 drop(file);
                 self.image = Some(image.clone());
-                crate::sys::modules::ensure_loaded("loop")?;
-                let dev = loopdev::attach(&image)?;
-                self.loop_attached = true;
-                dev
+                self.attach(config, &image, false)?
             }
         };
         self.device = Some(dev.clone());
@@ -224,6 +225,7 @@ impl Testbed {
         let Some(populate) = populate else {
             bail!("a {} testbed is packed from a workload's files, and none was given", config.fs);
         };
+        refuse_model_on_real_device(config, device)?;
         let format = config.fs.fs().image().context("not a read-only image filesystem")?;
         let options = config.image.clone().context("the testbed has no image options")?;
         fs::create_dir(&self.mountpoint).with_context(|| format!("creating {}", self.mountpoint.display()))?;
@@ -246,12 +248,7 @@ impl Testbed {
                 let _ = fs::remove_file(&image);
                 opt_in.path.clone()
             }
-            None => {
-                crate::sys::modules::ensure_loaded("loop")?;
-                let dev = loopdev::attach_with(&image, true)?;
-                self.loop_attached = true;
-                dev
-            }
+            None => self.attach(config, &image, true)?,
         };
         self.device = Some(dev.clone());
         let kernel_name = blockdev::kernel_name(&dev)?;
@@ -267,6 +264,35 @@ impl Testbed {
         self.mounted = true;
         self.read_back(&requested)?;
         self.tune(config, name, &dev, &kernel_name)
+    }
+
+    /// A loop device (direct I/O) on `image`, or, with a media model, on
+    /// the model's FUSE file serving it, with requests no larger than the
+    /// server takes (so the model sees the block layer's requests whole).
+    fn attach(&mut self, config: &TestbedConfig, image: &Path, read_only: bool) -> Result<PathBuf> {
+        crate::sys::modules::ensure_loaded("loop")?;
+        let Some(spec) = &config.device else {
+            let dev = loopdev::attach_with(image, read_only)?;
+            self.loop_attached = true;
+            return Ok(dev);
+        };
+        crate::sys::modules::ensure_loaded("fuse")?;
+        let server = crate::media::host::MediaServer::start(spec, image, &self.dir.join("media"))?;
+        let served = server.image();
+        self.media = Some(server);
+        let dev = loopdev::attach_with(&served, read_only)?;
+        self.loop_attached = true;
+        self.device = Some(dev.clone());
+        let name = blockdev::kernel_name(&dev)?;
+        let kb = (crate::media::serve::MAX_REQUEST / 1024).to_string();
+        tuning::set_queue(&name, "max_sectors_kb", &kb)?;
+        // A disk model is a rotating disk to the filesystem too (allocators
+        // and schedulers look at this flag); flash models are not.
+        let rotational = matches!(spec.params, crate::media::spec::MediaParams::Hdd(_));
+        if let Err(e) = tuning::set_queue(&name, "rotational", if rotational { "1" } else { "0" }) {
+            self.notes.push(format!("media model: could not set the loop device's rotational flag: {e:#}"));
+        }
+        Ok(dev)
     }
 
     /// Queue settings, sysfs tunables and throttling of a mounted block testbed.
@@ -362,7 +388,15 @@ impl Testbed {
                 }
             }
         }
-        if self.owns_dir && !self.mounted && !self.loop_attached {
+        if !self.loop_attached {
+            if let Some(server) = &mut self.media {
+                match server.stop() {
+                    Ok(()) => self.media = None,
+                    Err(e) => errors.push(format!("{e:#}")),
+                }
+            }
+        }
+        if self.owns_dir && !self.mounted && !self.loop_attached && self.media.is_none() {
             // Never delete through a mount (a workload may have mounted something inside).
             let inside = mount::mounted_under(&self.dir);
             if !inside.is_empty() {
@@ -387,6 +421,18 @@ impl Drop for Testbed {
         if let Err(e) = self.teardown() {
             crate::output::diagnostic(&format!("fslab: {e:#} (run `fslab cleanup` to retry)"));
         }
+    }
+}
+
+/// A media model serves fslab's own image; a real device (`--device`, a
+/// VM's testbed disk) is its own medium.
+fn refuse_model_on_real_device(config: &TestbedConfig, device: Option<&DeviceOptIn>) -> Result<()> {
+    match (&config.device, device) {
+        (Some(spec), Some(opt_in)) => bail!(
+            "the variant's media model ({spec}) serves a testbed image; it cannot be used on the real device {}",
+            opt_in.path.display()
+        ),
+        _ => Ok(()),
     }
 }
 

@@ -23,6 +23,13 @@ pub fn set_read_ahead_kb(kernel_name: &str, kb: u32) -> Result<()> {
     write_verified(&file, &kb.to_string(), &format!("read_ahead_kb on {kernel_name}"))
 }
 
+/// Set a queue attribute (`max_sectors_kb`, `rotational`) and verify the
+/// kernel kept it.
+pub fn set_queue(kernel_name: &str, key: &str, value: &str) -> Result<()> {
+    let file = queue_dir(kernel_name)?.join(key);
+    write_verified(&file, value, &format!("{key} on {kernel_name}"))
+}
+
 /// Select an I/O scheduler; the kernel lists the active one in brackets.
 pub fn set_scheduler(kernel_name: &str, scheduler: &str) -> Result<()> {
     let file = queue_dir(kernel_name)?.join("scheduler");

@@ -20,6 +20,7 @@ mod iostat_logs;
 mod kernels;
 mod layers;
 mod lifecycle;
+mod media;
 mod pipes;
 mod report;
 mod rofs;

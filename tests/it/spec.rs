@@ -112,6 +112,10 @@ fn bad_input_names_file_line_and_key() {
         ("name = \"x\"\n[[variant]]\nname = \"a,b\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "letters, digits and `. _ - = +`"),
         ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\nname = \"../../w\"\n", ":7:", "name"),
         ("name = \"x\"\n[[variant]]\nname = \"a\\u0007\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "name"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\ndevice = { model = \"floppy\" }\n[[workload]]\nkind = \"untar\"\n", ":5:", "device.model"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\ndevice = { model = \"sdcard\", rpm = 5400 }\n[[workload]]\nkind = \"untar\"\n", ":5:", "device.rpm"),
+        ("name = \"x\"\n[defaults]\ndevice = { model = \"hdd\", seek_full = \"fast\" }\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "device.seek_full"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"tmpfs\"\ndevice = { model = \"sdcard\" }\n[[workload]]\nkind = \"untar\"\n", ":4:", "device"),
     ];
     for (i, (text, line, word)) in cases.iter().enumerate() {
         let path = dir.path().join(format!("bad{i}.toml"));
@@ -164,4 +168,34 @@ fn dry_run_prints_the_plan() {
     // Interleaved: fast, slow, fast, slow, …
     let lines: Vec<&str> = text.lines().filter(|l| l.contains(" round ")).collect();
     assert!(lines[0].contains("fast") && lines[1].contains("slow") && lines[2].contains("fast"), "{text}");
+}
+
+#[test]
+fn media_models_per_variant_and_in_defaults_with_throttle_on_top() {
+    let text = r#"
+name = "media"
+[defaults]
+fs = "ext4"
+device = { model = "sdcard" }
+[[variant]]
+name = "card"
+throttle = { write_bps = "4MiB" }
+[[variant]]
+name = "disk"
+device = { model = "hdd", rpm = 7200, seek_full = "15ms", seek_track = "1ms", mbps = 150 }
+[[variant]]
+name = "plain"
+device = { model = "passthrough" }
+[[workload]]
+kind = "untar"
+"#;
+    let exp = experiment::parse(text, None).unwrap();
+    let card = &exp.variants[0].testbed;
+    assert_eq!(card.device.as_ref().unwrap().to_string(), "sdcard");
+    assert_eq!(card.throttle.write_bps.unwrap().0, 4 << 20);
+    assert_eq!(
+        exp.variants[1].testbed.device.as_ref().unwrap().to_string(),
+        "hdd(rpm=7200, seek_full=15000us, seek_track=1000us, mbps=150)"
+    );
+    assert_eq!(exp.variants[2].testbed.device.as_ref().unwrap().to_string(), "passthrough");
 }
