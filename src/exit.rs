@@ -112,10 +112,19 @@ pub fn classify(error: &anyhow::Error) -> Exit {
     if let Some(c) = error.chain().find_map(|e| e.downcast_ref::<Classified>()) {
         return c.exit;
     }
-    if crate::testbed::space::is_no_space(error) {
+    if is_no_space(error) {
         return Exit::Environment;
     }
     Exit::Failed
+}
+
+/// Does `err` come from ENOSPC (or a disk quota) anywhere in its chain?
+pub fn is_no_space(err: &anyhow::Error) -> bool {
+    err.chain().any(|e| {
+        e.downcast_ref::<std::io::Error>()
+            .and_then(std::io::Error::raw_os_error)
+            .is_some_and(|code| code == libc::ENOSPC || code == libc::EDQUOT)
+    })
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ fn main() -> ExitCode {
         Err(e) if output::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             let status = exit::classify(&e);
-            let hint = if fslab::testbed::space::is_no_space(&e) {
+            let hint = if fslab::exit::is_no_space(&e) {
                 " (a filesystem fslab writes to is full: free space, or use --workdir on a larger filesystem)"
             } else {
                 ""

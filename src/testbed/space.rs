@@ -47,14 +47,7 @@ pub fn full(path: &Path) -> Option<String> {
     })
 }
 
-/// Does `err` come from ENOSPC (or a disk quota) anywhere in its chain?
-pub fn is_no_space(err: &anyhow::Error) -> bool {
-    err.chain().any(|e| {
-        e.downcast_ref::<std::io::Error>()
-            .and_then(std::io::Error::raw_os_error)
-            .is_some_and(|code| code == libc::ENOSPC || code == libc::EDQUOT)
-    })
-}
+pub use crate::exit::is_no_space;
 
 #[cfg(test)]
 mod tests {
