@@ -13,6 +13,8 @@ fn run_quick(name: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name);
     let mut exp = experiment::load(&path).unwrap();
     experiment::make_quick(&mut exp);
+    // Examples with a media model start `fslab media-serve`.
+    common::children_run_fslab();
     let dir = common::workdir("fslab-example");
     exp.workdir = dir.path().join("work");
     let mut store = Store::open(&dir.path().join("r.db")).unwrap();

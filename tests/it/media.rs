@@ -21,7 +21,7 @@ fn ready() -> bool {
         return false;
     }
     // The media server is `fslab media-serve`; this process is the test harness.
-    std::env::set_var("FSLAB_BIN", common::fslab_bin());
+    common::children_run_fslab();
     true
 }
 

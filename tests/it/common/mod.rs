@@ -68,3 +68,10 @@ pub fn write_spec(dir: &Path, name: &str, text: &str) -> PathBuf {
 pub fn fslab_bin() -> &'static str {
     env!("CARGO_BIN_EXE_fslab")
 }
+
+/// Tests that run experiments in this process: helpers fslab starts as
+/// `fslab <subcommand>` (the media server) must be the fslab binary, not
+/// this test harness (`current_exe`).
+pub fn children_run_fslab() {
+    std::env::set_var("FSLAB_BIN", fslab_bin());
+}
