@@ -86,19 +86,7 @@ pub fn remove_instance(dir: &Path) -> Result<()> {
     // Disabling first makes rmdir less likely to hit EBUSY from a pending read.
     let _ = fs::write(dir.join("tracing_on"), "0");
     let _ = fs::write(dir.join("events/enable"), "0");
-    // EBUSY also comes from a copy of the reader's descriptors in a child
-    // forked at that moment (before its exec closes them, or a fork-without-
-    // exec workload helper of a parallel run in the same process): it passes
-    // when that child execs or exits, so wait for it a little.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        match fs::remove_dir(dir) {
-            Err(e) if e.raw_os_error() == Some(libc::EBUSY) && std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-            result => return result.with_context(|| format!("removing trace instance {}", dir.display())),
-        }
-    }
+    fs::remove_dir(dir).with_context(|| format!("removing trace instance {}", dir.display()))
 }
 
 pub(super) fn write_file(path: &Path, value: &str) -> Result<()> {
