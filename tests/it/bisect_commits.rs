@@ -84,7 +84,7 @@ fn step<'a>(report: &'a Value, subject: &str) -> Option<&'a Value> {
 }
 
 #[test]
-fn finds_the_first_bad_commit_skipping_a_broken_build_with_extra_rounds_for_a_noisy_one() {
+fn timing_finds_the_first_bad_commit_skipping_a_broken_build_with_extra_rounds_for_a_noisy_one() {
     if !common::root_or_skip() {
         return;
     }

@@ -29,7 +29,7 @@ fn issue_ab(workdir: &std::path::Path) -> String {
 }
 
 #[test]
-fn ab_throttle_is_regressed_on_total_s() {
+fn timing_ab_throttle_is_regressed_on_total_s() {
     if !common::root_or_skip() {
         return;
     }
@@ -155,7 +155,7 @@ fn adaptive_experiment(dir: &std::path::Path, command: &str) -> fslab::experimen
 }
 
 #[test]
-fn adaptive_repetition_stops_when_decisive_and_adds_rounds_when_not() {
+fn timing_adaptive_repetition_stops_when_decisive_and_adds_rounds_when_not() {
     if !common::root_or_skip() {
         return;
     }

@@ -73,7 +73,7 @@ fn wall(check: &Value) -> &Value {
 }
 
 #[test]
-fn compare_history_and_check_across_experiments() {
+fn timing_compare_history_and_check_across_experiments() {
     if !common::root_or_skip() {
         return;
     }

@@ -1,5 +1,11 @@
 //! fslab integration tests: one test binary (ripgrep's `tests/tests.rs` shape),
 //! one module per area, shared helpers in [`common`].
+//!
+//! A test whose verdict rests on a wall-time effect is named `timing_…`:
+//! `scripts/test` runs those one at a time after the rest, because the
+//! parallel tests' cache drops and I/O stall a 0.1 s command by up to a
+//! second on a 2-core machine (seen in CI: a good run of `sleep 0.1`
+//! measured 1 s and turned a 5x regression inconclusive).
 
 mod common;
 
