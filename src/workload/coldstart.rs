@@ -287,16 +287,8 @@ const EXIT_CGROUP: i32 = 4;
 /// # Safety
 /// Must only be called in a freshly forked child, which then `_exit`s.
 unsafe fn reader_child(jobs: &[ReadJob], page: usize, procs: Option<&CString>) -> i32 {
-    if let Some(procs) = procs {
-        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return EXIT_CGROUP;
-        }
-        let written = libc::write(fd, b"0\n".as_ptr().cast(), 2);
-        libc::close(fd);
-        if written < 0 {
-            return EXIT_CGROUP;
-        }
+    if !crate::sys::contain::enter_forked_worker(procs) {
+        return EXIT_CGROUP;
     }
     let mut sum: u8 = 0;
     for job in jobs {

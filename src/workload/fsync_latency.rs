@@ -143,12 +143,8 @@ unsafe fn writer_child(path: &CString, block: &[u8], appends: usize, slots: *mut
         *errno_slot = std::io::Error::last_os_error().raw_os_error().unwrap_or(0) as u64;
         code
     };
-    if let Some(procs) = procs {
-        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
-            return fail(EXIT_CGROUP);
-        }
-        libc::close(fd);
+    if !crate::sys::contain::enter_forked_worker(procs) {
+        return fail(EXIT_CGROUP);
     }
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_APPEND | libc::O_CLOEXEC;
     let fd = libc::open(path.as_ptr(), flags, 0o644);
