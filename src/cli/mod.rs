@@ -13,6 +13,9 @@ mod kernel;
 mod maintenance;
 mod merge;
 mod plan;
+// Generates the README's reference tables; only its test runs it.
+#[cfg(test)]
+mod reference;
 mod report;
 mod run;
 mod simulate;
