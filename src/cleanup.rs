@@ -52,17 +52,27 @@ pub fn cleanup(workdirs: &[PathBuf], all: bool) -> CleanupReport {
     run(workdirs, all, None)
 }
 
+/// `fslab cleanup --workdir X…`: the same, but only what belongs to the
+/// named work directories: their testbed directories with the cgroups,
+/// VMs, mounts (FUSE servers' too), loop devices and trace instances of
+/// those testbeds; nothing of other work directories, and no system-wide
+/// rules.
+pub fn cleanup_only(workdirs: &[PathBuf], all: bool) -> CleanupReport {
+    let scope: Vec<PathBuf> = workdirs.iter().map(|w| fs::canonicalize(w).unwrap_or_else(|_| w.clone())).collect();
+    run(&scope, all, Some(&scope))
+}
+
 /// What a dead fslab left in one work directory (or `dir:` path): its
 /// stale testbed directories with their mounts, loop devices and cgroups,
 /// and stale temporaries of its input cache. Live fslab processes' testbeds
 /// and everything outside `workdir` are left alone; `run` and `--resume`
 /// call this before the first run.
 pub fn cleanup_workdir(workdir: &Path) -> CleanupReport {
-    let within = fs::canonicalize(workdir).unwrap_or_else(|_| workdir.to_path_buf());
-    run(std::slice::from_ref(&within), false, Some(&within))
+    cleanup_only(&[workdir.to_path_buf()], false)
 }
 
-fn run(workdirs: &[PathBuf], all: bool, within: Option<&Path>) -> CleanupReport {
+/// With `within`, only what belongs to those (canonical) directories.
+fn run(workdirs: &[PathBuf], all: bool, within: Option<&[PathBuf]>) -> CleanupReport {
     let mut report = CleanupReport::default();
 
     // Testbed directories: whose are they?
@@ -92,7 +102,7 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&Path>) -> CleanupReport 
     }
     let stale_names: HashSet<String> =
         stale_dirs.iter().filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).collect();
-    let in_scope = |path: &str| within.is_none_or(|w| Path::new(path).starts_with(w));
+    let in_scope = |path: &str| within.is_none_or(|w| w.iter().any(|w| Path::new(path).starts_with(w)));
 
     // cgroups first: killing their processes frees the mounts.
     let flavor = cgroup::detect();
@@ -113,9 +123,13 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&Path>) -> CleanupReport 
         }
     }
 
-    // VM processes that no cgroup held (see crate::vm::leftovers); system-wide only.
-    if within.is_none() {
+    // VM processes that no cgroup held (see crate::vm::leftovers): in a
+    // scoped cleanup, those of the work directories' stale sessions.
+    {
         for process in crate::vm::leftovers::vm_processes() {
+            if within.is_some_and(|w| !crate::vm::leftovers::belongs_to(&process, w, &stale_names)) {
+                continue;
+            }
             let what =
                 format!("VM process {} ({})", process.pid, process.cmdline.chars().take(120).collect::<String>());
             if stale(&process.cmdline, all) {
@@ -177,6 +191,8 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&Path>) -> CleanupReport 
 
     for workdir in workdirs {
         cache_temporaries(&mut report, &workdir.join("cache"), all);
+        // Cleaned: the registry of work directories forgets it.
+        crate::testbed::workdirs::forget_if_clean(workdir);
     }
     report
 }

@@ -82,8 +82,9 @@ pub fn list(args: ListArgs) -> Result<ExitCode> {
 
 #[derive(Args, Debug)]
 pub struct CleanupArgs {
-    /// Work directories to scan for testbed directories (default: /var/tmp/fslab and every work directory
-    /// fslab has recorded). Only directories carrying fslab's marker file are ever removed.
+    /// Work directories to clean (default: /var/tmp/fslab and every work directory fslab has recorded, plus
+    /// what fslab left system-wide). With --workdir, only what belongs to these: their testbeds' cgroups, VMs,
+    /// mounts, loop devices and trace instances. Only directories carrying fslab's marker file are ever removed.
     #[arg(long)]
     workdir: Vec<PathBuf>,
     /// Also remove testbeds of fslab processes that are still running.
@@ -95,8 +96,12 @@ pub fn cleanup(args: CleanupArgs) -> Result<ExitCode> {
     if !nix::unistd::geteuid().is_root() {
         return Err(fslab::exit::environment(anyhow::anyhow!("{}", fslab::runner::NEEDS_ROOT)));
     }
-    let workdirs = if args.workdir.is_empty() { workdirs::known() } else { args.workdir };
-    let report = cleanup_stale(&workdirs, args.all);
+    // Named work directories: only what belongs to them.
+    let report = if args.workdir.is_empty() {
+        cleanup_stale(&workdirs::known(), args.all)
+    } else {
+        fslab::cleanup::cleanup_only(&args.workdir, args.all)
+    };
     fslab::runner::owner::remove_stale_registrations();
     let mut text = String::new();
     for item in &report.removed {

@@ -35,6 +35,40 @@ pub fn package_name(deb: &Path) -> Result<String> {
     Ok(name)
 }
 
+/// The kernel release `deb` installs, checked before any run: a kernel
+/// image package whose contents include one `boot/vmlinuz-*` (or
+/// `vmlinux-*`), read from its file list (`dpkg-deb --contents`) without
+/// unpacking it.
+pub fn checked_release(deb: &Path) -> Result<String> {
+    let name = package_name(deb)?;
+    let deb_str = deb.to_str().with_context(|| format!("{} is not a UTF-8 path", deb.display()))?;
+    let contents = run_tool("dpkg-deb", &["--contents", deb_str])
+        .with_context(|| format!("{} is not a readable Debian package", deb.display()))?;
+    let images = boot_images(&contents);
+    if images.len() != 1 {
+        let what = if images.is_empty() {
+            "no kernel image in boot/".to_string()
+        } else {
+            format!("{} kernel images in boot/ ({images:?})", images.len())
+        };
+        bail!("{} (package `{name}`) holds {what}; expected one boot/vmlinuz-<release>", deb.display());
+    }
+    let release = name.trim_start_matches("linux-image-");
+    Ok(release.strip_suffix("-unsigned").unwrap_or(release).to_string())
+}
+
+/// The kernel images in a `dpkg-deb --contents` listing (`tar tv` lines
+/// ending in `./boot/vmlinuz-<release>`; symlinks end in `-> target`).
+fn boot_images(contents: &str) -> Vec<String> {
+    contents
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(5))
+        .filter_map(|path| path.strip_prefix("./boot/"))
+        .filter(|n| n.starts_with("vmlinuz-") || n.starts_with("vmlinux-"))
+        .map(str::to_string)
+        .collect()
+}
+
 /// The package version of `deb` (`6.1.176-1`).
 pub fn package_version(deb: &Path) -> Result<String> {
     let deb_str = deb.to_str().with_context(|| format!("{} is not a UTF-8 path", deb.display()))?;

@@ -134,11 +134,7 @@ impl KernelSource {
                 }
                 bzimage::read_release(&image)
             }
-            KernelSource::Deb(deb) => {
-                let name = deb::package_name(deb)?;
-                let release = name.trim_start_matches("linux-image-");
-                Ok(release.strip_suffix("-unsigned").unwrap_or(release).to_string())
-            }
+            KernelSource::Deb(deb) => deb::checked_release(deb),
             KernelSource::Debian(k) => Ok(k.package.kernel_release().to_string()),
         }
     }

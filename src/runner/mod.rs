@@ -91,6 +91,13 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     let shard = opts.campaign.as_ref().map(|c| c.shard);
     fleet::set_context(store, exp, opts.device.as_ref().map(|d| d.path.as_path()), shard);
     let resumed = if shard.is_some() { None } else { owner::resumable(store, &exp.name, &exp.spec_hash, resume)? };
+    // Claimed before anything is prepared when the experiment (or the
+    // campaign) exists already; a new one right after it is created.
+    let known = match (&opts.campaign, resumed) {
+        (Some(c), _) => store.find_campaign(&c.campaign)?,
+        (None, id) => id,
+    };
+    let mut lease = known.map(|id| claim_lease(store, exp, opts, id, observer)).transpose()?;
     preflight::clean_stale(exp, observer);
 
     let mut workloads = Vec::new();
@@ -119,7 +126,12 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         }
         (None, None) => store.create_experiment(&new_experiment(exp, diagnosis, vms.environment(exp))?)?,
     };
-    let _running = owner::register(store, experiment_id);
+    if lease.is_none() {
+        lease = Some(claim_lease(store, exp, opts, experiment_id, observer)?);
+    }
+    let _lease = lease;
+    let running = owner::register(store, experiment_id, &exp.workdir);
+    running.sharing().iter().for_each(|line| observer.message(&format!("warning: {line}")));
     // `kernel` is the host's release; each kernel variant's own is `kernel.<variant>`.
     let mut tags = opts.tags.clone();
     for v in &exp.variants {
@@ -189,6 +201,25 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     store.set_experiment_status(experiment_id, status)?;
     observer.done();
     Ok(summary)
+}
+
+/// Claims experiment `id` (or this process's shard of it) before any of
+/// it is measured; a second process for the same work is refused (exit 2).
+fn claim_lease(
+    store: &mut Store,
+    exp: &Experiment,
+    opts: &RunOptions,
+    id: i64,
+    observer: &mut dyn Observer,
+) -> Result<owner::Lease> {
+    let (key, what) = match &opts.campaign {
+        Some(c) => (
+            owner::LeaseKey { experiment_id: id, shard: Some(c.shard.index) },
+            format!("shard {} of campaign {} (experiment {id})", c.shard, c.campaign),
+        ),
+        None => (owner::LeaseKey { experiment_id: id, shard: None }, format!("experiment {id} (`{}`)", exp.name)),
+    };
+    owner::claim(store, key, &exp.workdir, &what, &mut |line| observer.message(&line))
 }
 
 /// Most planned runs stored in the experiment's plan JSON: the plan is

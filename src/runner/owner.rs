@@ -6,9 +6,12 @@
 use anyhow::{anyhow, Result};
 
 use crate::exit;
-pub use crate::store::owner::{register, remove_stale_registrations, Ownership, Running, REGISTRY_DIR};
+pub use crate::store::owner::{
+    register, remove_stale_registrations, Lease, LeaseHolder, LeaseKey, Ownership, Running, REGISTRY_DIR,
+};
 use crate::store::Store;
 use crate::stored::ExperimentStatus;
+use crate::sys::identity::ProcessIdentity;
 
 /// How `--resume` treats an experiment with nothing to resume.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,14 +43,39 @@ pub fn resumable(store: &Store, name: &str, spec_hash: &str, resume: Resume) -> 
     };
     let row = store.experiment(id)?;
     if row.status == ExperimentStatus::Running {
+        let key = LeaseKey { experiment_id: id, shard: None };
+        if let Some(holder) = store.lease_holder(key)? {
+            if holder.owner != *ProcessIdentity::current() && !holder.can_be_taken_over(std::time::SystemTime::now()) {
+                return Err(crate::store::owner::refusal(&format!("experiment {id} (`{name}`)"), &holder));
+            }
+        }
         if let Ownership::Running(owner) = store.ownership(id, row.environment.owner.as_ref()) {
             return Err(exit::usage(anyhow!(
-                "experiment {id} (`{name}`) is still running (fslab pid {}); wait for it, or stop it and resume then",
-                owner.pid
+                "experiment {id} (`{name}`) is still running (fslab pid {} on host {}); wait for it, or stop it \
+                 and resume then",
+                owner.pid,
+                owner.hostname
             )));
         }
     }
     Ok(Some(id))
+}
+
+/// Claims `key` for this run (see [`crate::store::owner::lease`]): a live
+/// holder is refused (exit 2) naming it; a gone one is taken over, and
+/// `note` is told so.
+pub fn claim(
+    store: &mut Store,
+    key: LeaseKey,
+    workdir: &std::path::Path,
+    what: &str,
+    note: &mut dyn FnMut(String),
+) -> Result<Lease> {
+    let (lease, taken_over) = crate::store::owner::lease(store, key, workdir, what)?;
+    if let Some(h) = taken_over {
+        note(format!("took over {what} from {}: it is gone or stopped renewing", h.describe()));
+    }
+    Ok(lease)
 }
 
 #[cfg(test)]

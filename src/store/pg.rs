@@ -200,7 +200,7 @@ fn pg_error(e: postgres::Error) -> anyhow::Error {
 /// "someone else wrote it first", and the retry sees their row. (A
 /// violation of any other unique key is a real error: no retry.)
 const RACE_KEYS: &[&str] =
-    &["runs_experiment_id_seq_key", "machines_fingerprint_key", "experiments_campaign", "shards_pkey"];
+    &["runs_experiment_id_seq_key", "machines_fingerprint_key", "experiments_campaign", "shards_pkey", "leases_pkey"];
 
 /// Whether `err` means the transaction lost a race (a unique key of
 /// [`RACE_KEYS`], a serialization failure, a deadlock) and may simply run again.

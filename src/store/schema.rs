@@ -50,6 +50,7 @@ const MIGRATIONS: &[Migration] = &[
     ddl(V3_EXTRAS),
     Migration { sql: V4_FLEET, backfill: Some(backfill_v4), after: V4_FLEET_INDEXES },
     Migration { sql: "", backfill: Some(backfill_v5), after: "" },
+    ddl(V6_LEASES),
 ];
 
 /// v1: experiments, their variants and workloads, runs and workload metrics.
@@ -262,6 +263,30 @@ CREATE UNIQUE INDEX experiments_uuid ON experiments (uuid);
 CREATE UNIQUE INDEX experiments_campaign ON experiments (campaign);
 CREATE UNIQUE INDEX runs_uuid ON runs (uuid);
 CREATE INDEX runs_machine ON runs (machine_id);
+";
+
+/// v6: leases (issue 20 item 4): the process measuring an experiment
+/// (`shard_index` 0) or one shard `K` of a campaign claims it here before
+/// its first run and renews the claim while it measures, so a second
+/// process refuses instead of measuring the same runs at the same time.
+/// A row, not a database session lock: a PostgreSQL restart keeps it.
+/// `start_time` is `/proc/PID/stat` field 22 (with `boot_id`, it tells a
+/// reused pid apart); times are RFC 3339 UTC.
+const V6_LEASES: &str = "
+CREATE TABLE leases (
+    experiment_id INTEGER NOT NULL REFERENCES experiments (id) ON DELETE CASCADE,
+    shard_index   INTEGER NOT NULL,           -- K of --shard K/N; 0 for the whole experiment
+    hostname      TEXT NOT NULL,
+    pid           INTEGER NOT NULL,
+    start_time    INTEGER NOT NULL,
+    boot_id       TEXT NOT NULL,
+    version       TEXT NOT NULL,              -- the holder's fslab version
+    workdir       TEXT NOT NULL,
+    acquired_at   TEXT NOT NULL,
+    heartbeat_at  TEXT NOT NULL,
+    expires_at    TEXT NOT NULL,
+    PRIMARY KEY (experiment_id, shard_index)
+);
 ";
 
 /// Gives experiments and runs stored before v4 a uuid derived from what

@@ -100,8 +100,8 @@ impl Testbed {
             return Testbed::provision_dir(parent, config);
         }
         fs::create_dir_all(workdir).with_context(|| format!("creating work directory {}", workdir.display()))?;
-        workdirs::record(workdir);
         let (dir, name) = create_marked_dir(workdir)?;
+        workdirs::record(workdir);
         let mountpoint = dir.join("mnt");
         let mut bed = Testbed::unbuilt(dir, mountpoint, config.fs.clone(), true);
         let built = if config.fs.is_read_only_image() {
@@ -124,8 +124,8 @@ impl Testbed {
     /// fresh, empty fslab-owned directory inside PATH (with a marker file,
     /// removed at teardown), so one run's files never meet the next's.
     fn provision_dir(parent: &Path, config: &TestbedConfig) -> Result<Testbed> {
-        workdirs::record(parent);
         let (dir, _) = create_marked_dir(parent)?;
+        workdirs::record(parent);
         let root = dir.join(DIR_ROOT);
         let mut bed = Testbed::unbuilt(dir, root, config.fs.clone(), true);
         if let Err(e) = fs::create_dir(&bed.mountpoint) {
@@ -405,6 +405,8 @@ impl Testbed {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     errors.push(format!("removing {}: {e}", self.dir.display()));
                 }
+            } else if let Some(parent) = self.dir.parent() {
+                workdirs::forget_if_clean(parent);
             }
         }
         if errors.is_empty() {

@@ -11,13 +11,20 @@ use std::path::{Component, Path, PathBuf};
 pub const DEFAULT_WORKDIR: &str = "/var/tmp/fslab";
 
 /// Under [`DEFAULT_WORKDIR`]: one directory per line, every directory
-/// fslab has created testbed directories in (work directories and `dir:`
-/// paths).
+/// other than the default that holds fslab testbed or session directories
+/// right now (work directories and `dir:` paths), so that `fslab cleanup`
+/// finds what a killed fslab left there. Its scope is "directories that
+/// may hold leftovers": a directory is recorded when a testbed directory is
+/// made in it and forgotten again when the last one there is removed
+/// ([`forget_if_clean`]: at teardown, and when `fslab cleanup` cleaned
+/// it). A run that ends normally leaves no trace of its work directory.
 const REGISTRY: &str = ".fslab-workdirs";
 
-/// Remember that fslab creates testbed directories in `dir`. Best effort:
-/// a registry that cannot be written (no permission, read-only disk) only
-/// means `fslab cleanup` needs `--workdir` for this one.
+/// Remember that fslab created a testbed directory in `dir` (call it after
+/// creating the directory, so a concurrent [`forget_if_clean`] either sees
+/// it or runs before this). Best effort: a registry that cannot be written
+/// (no permission, read-only disk) only means `fslab cleanup` needs
+/// `--workdir` for this one.
 pub fn record(dir: &Path) {
     let Ok(dir) = fs::canonicalize(dir) else { return };
     if dir == Path::new(DEFAULT_WORKDIR) {
@@ -28,6 +35,30 @@ pub fn record(dir: &Path) {
             dirs.push(dir.clone());
         }
     });
+}
+
+/// Forget `dir` unless it still holds a directory named with fslab's
+/// marker (a testbed or VM session of a live or killed fslab). Checked
+/// under the registry's lock, after [`record`]'s callers created theirs.
+pub fn forget_if_clean(dir: &Path) {
+    let Ok(dir) = fs::canonicalize(dir) else { return };
+    if !Path::new(DEFAULT_WORKDIR).join(REGISTRY).exists() {
+        return;
+    }
+    let _ = update_registry(|dirs| {
+        if dirs.contains(&dir) && !holds_marked_dirs(&dir) {
+            dirs.retain(|d| d != &dir);
+        }
+    });
+}
+
+/// Whether `dir` holds a directory named like fslab's testbeds.
+fn holds_marked_dirs(dir: &Path) -> bool {
+    fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.file_name().to_string_lossy().starts_with(crate::sys::marker::MARKER))
 }
 
 /// The default work directory and every recorded one that still exists.

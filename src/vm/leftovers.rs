@@ -4,7 +4,9 @@
 //! already holds them (and `fslab cleanup` kills its members); this also
 //! finds them where no cgroup could be made.
 
+use std::collections::HashSet;
 use std::fs;
+use std::path::PathBuf;
 
 use crate::sys::marker::MARKER;
 
@@ -40,6 +42,21 @@ pub fn vm_processes() -> Vec<LeftoverProcess> {
     found
 }
 
+/// Whether `process` belongs to one of the work directories `dirs` (its
+/// command line names a path inside one, as virtiofsd's socket and
+/// virtme-run's exchange directory do) or to one of the sessions `names`
+/// (QEMU's `-name`, virtme-run's `--name`): `fslab cleanup --workdir X`
+/// reaches only X's VMs.
+pub fn belongs_to(process: &LeftoverProcess, dirs: &[PathBuf], names: &HashSet<String>) -> bool {
+    let inside = dirs.iter().any(|d| process.cmdline.contains(&format!("{}/", d.display())));
+    inside || names.iter().any(|n| mentions(&process.cmdline, n))
+}
+
+/// `name` occurs in `text` not followed by a digit (`…-1` is not `…-12`).
+fn mentions(text: &str, name: &str) -> bool {
+    text.match_indices(name).any(|(i, _)| !text[i + name.len()..].starts_with(|c: char| c.is_ascii_digit()))
+}
+
 /// SIGKILL a leftover VM process.
 pub fn kill(process: &LeftoverProcess) -> anyhow::Result<()> {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(process.pid), nix::sys::signal::Signal::SIGKILL)
@@ -64,5 +81,17 @@ mod tests {
         )));
         assert!(!is_vm_program(&argv("grep fslab-tb-1 qemu-system")));
         assert!(!is_vm_program(&argv("/usr/bin/fslab run x.toml")));
+    }
+
+    #[test]
+    fn a_vm_belongs_to_the_work_directory_or_session_it_names() {
+        let p = |cmdline: &str| LeftoverProcess { pid: 1, cmdline: cmdline.into() };
+        let dirs = vec![PathBuf::from("/var/tmp/x")];
+        let names: HashSet<String> = ["fslab-tb-7-s9-1".to_string()].into();
+        assert!(belongs_to(&p("virtiofsd --socket-path /var/tmp/x/fslab-tb-7-s9-1/sock"), &dirs, &HashSet::new()));
+        assert!(belongs_to(&p("qemu-system-x86_64 -name fslab-tb-7-s9-1"), &[], &names));
+        assert!(belongs_to(&p("qemu-system-x86_64 -name fslab-tb-7-s9-1-vm0"), &[], &names));
+        assert!(!belongs_to(&p("qemu-system-x86_64 -name fslab-tb-7-s9-12"), &dirs, &names));
+        assert!(!belongs_to(&p("virtiofsd --socket-path /var/tmp/xy/fslab-tb-8-s9-1/sock"), &dirs, &names));
     }
 }

@@ -310,3 +310,141 @@ fn a_server_that_goes_away_fails_the_write_and_resume_recovers() {
     assert_eq!((list[0].status.as_str(), list[0].runs_ok, list[0].runs_failed), ("complete", 6, 0), "{list:?}");
     assert_eq!(stored(&store, list[0].id).len(), 6);
 }
+
+/// Where the lease tests store: an SQLite file in `dir`, and a database on
+/// the test server when `FSLAB_TEST_POSTGRES` names one.
+fn lease_dbs(dir: &Path, tag: &str) -> Vec<(String, Option<Scratch>)> {
+    let mut dbs = vec![(dir.join("leases.db").display().to_string(), None)];
+    if std::env::var("FSLAB_TEST_POSTGRES").is_ok() {
+        let scratch = Scratch::new(tag).expect("the server is named");
+        dbs.push((scratch.url.clone(), Some(scratch)));
+    } else {
+        fslab::testsupport::skip("the PostgreSQL half of the lease test needs FSLAB_TEST_POSTGRES");
+    }
+    dbs
+}
+
+/// An experiment `name` in `dir/<name>.toml` whose runs each touch
+/// `started` and wait while `gate` exists; work directory `dir/work`.
+fn gated(dir: &Path, name: &str, repetitions: usize, started: &Path, gate: &Path) -> PathBuf {
+    let mut text =
+        format!("name = \"{name}\"\nrepetitions = {repetitions}\nworkdir = \"{}\"\n", dir.join("work").display());
+    for v in ["a", "b"] {
+        std::fs::create_dir_all(dir.join(v)).unwrap();
+        text.push_str(&format!("[[variant]]\nname = \"{v}\"\nfs = \"dir:{}\"\n", dir.join(v).display()));
+    }
+    text.push_str(&format!(
+        "[[workload]]\nkind = \"command\"\ncommand = \"touch {}; while [ -e {} ]; do sleep 0.1; done\"\ntimeout = \"5m\"\n",
+        started.display(),
+        gate.display()
+    ));
+    common::write_spec(dir, &format!("{name}.toml"), &text)
+}
+
+/// Waits until `path` exists (a run is being measured).
+fn wait_for_file(path: &Path, children: &mut [&mut Child]) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !path.exists() {
+        assert!(Instant::now() < deadline, "{} never appeared", path.display());
+        for c in children.iter_mut() {
+            assert!(c.try_wait().unwrap().is_none(), "fslab ended before measuring");
+        }
+        sleep(Duration::from_millis(50));
+    }
+}
+
+/// The first of `children` to end within a minute: its index and output.
+fn first_to_end(children: &mut [Child]) -> (usize, i32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        for (i, c) in children.iter_mut().enumerate() {
+            if let Some(status) = c.try_wait().unwrap() {
+                return (i, status.code().unwrap_or(-1));
+            }
+        }
+        sleep(Duration::from_millis(50));
+    }
+    panic!("both processes are still measuring the same experiment after a minute");
+}
+
+/// Issue 20 item 4, with real processes on SQLite and PostgreSQL: two
+/// `--resume` of one killed experiment started at the same moment: one
+/// takes over the dead holder's lease and measures, the other refuses up
+/// front (exit 2) naming it; a second process of the same shard is
+/// refused; another experiment in the same work directory and database
+/// is warned that they share the machine; every run is stored once.
+#[test]
+fn the_same_work_is_measured_by_one_process_at_a_time() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let dir = common::workdir("fslab-leases");
+    for (db, _scratch) in lease_dbs(dir.path(), "leases") {
+        let (started, gate) = (dir.path().join("started"), dir.path().join("gate"));
+        let _ = std::fs::remove_file(&started);
+        std::fs::write(&gate, "").unwrap();
+        let spec = gated(dir.path(), "leased", 2, &started, &gate);
+
+        // The first holder is SIGKILLed mid-run: its lease stays behind.
+        let mut killed = fslab(&spec, &db, &[]).spawn().unwrap();
+        wait_for_file(&started, &mut [&mut killed]);
+        killed.kill().unwrap();
+        let _ = killed.wait();
+        std::fs::remove_file(&started).unwrap();
+
+        let mut twins =
+            [fslab(&spec, &db, &["--resume"]).spawn().unwrap(), fslab(&spec, &db, &["--resume"]).spawn().unwrap()];
+        let (loser, code) = first_to_end(&mut twins);
+        let winner = 1 - loser;
+        let pids = [twins[0].id(), twins[1].id()];
+        let refused =
+            std::mem::replace(&mut twins[loser], Command::new("true").spawn().unwrap()).wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&refused.stderr).into_owned();
+        assert_eq!(code, 2, "{db}: the second --resume is refused: {err}");
+        let holder = format!("pid {} on host ", pids[winner]);
+        assert!(err.contains("is still running") && err.contains(&holder) && err.contains(" since "), "{db}: {err}");
+        assert!(!err.contains("preparing inputs") && !err.contains("removed what"), "refused up front: {err}");
+        wait_for_file(&started, &mut [&mut twins[winner]]);
+
+        // Another experiment on the same work directory and database.
+        let other = gated(dir.path(), "other", 1, &dir.path().join("other-started"), &dir.path().join("no-gate"));
+        let out = fslab(&other, &db, &[]).output().unwrap();
+        let err = ended("another experiment", out);
+        assert!(err.contains("share this machine") && err.contains(&format!("pid {}", pids[winner])), "{db}: {err}");
+
+        std::fs::remove_file(&gate).unwrap();
+        let winner_child = std::mem::replace(&mut twins[winner], Command::new("true").spawn().unwrap());
+        let err = ended("the resume that won", winner_child.wait_with_output().unwrap());
+        assert!(
+            err.contains(&format!(
+                "took over experiment 1 (`leased`) from fslab {} pid {}",
+                env!("CARGO_PKG_VERSION"),
+                killed.id()
+            )),
+            "{db}: {err}"
+        );
+        for t in &mut twins {
+            let _ = t.wait();
+        }
+        let store = Store::open_existing(&db).unwrap();
+        let list = store.list_experiments().unwrap();
+        assert_eq!((list[0].status.as_str(), list[0].runs_ok), ("complete", 4), "{db}: {list:?}");
+        assert_eq!(stored(&store, list[0].id).len(), 4, "{db}");
+
+        // Two processes of one shard: the second is refused while the first measures.
+        let _ = std::fs::remove_file(&started);
+        std::fs::write(&gate, "").unwrap();
+        let sharded = gated(dir.path(), "sharded", 2, &started, &gate);
+        let mut first = fslab(&sharded, &db, &["--shard", "1/2", "--campaign", "lease-test"]).spawn().unwrap();
+        wait_for_file(&started, &mut [&mut first]);
+        let second = fslab(&sharded, &db, &["--shard", "1/2", "--campaign", "lease-test"]).output().unwrap();
+        let err = String::from_utf8_lossy(&second.stderr);
+        assert_eq!(second.status.code(), Some(2), "{db}: {err}");
+        assert!(
+            err.contains("shard 1/2 of campaign lease-test") && err.contains(&format!("pid {} on host ", first.id())),
+            "{db}: {err}"
+        );
+        std::fs::remove_file(&gate).unwrap();
+        ended("shard 1", first.wait_with_output().unwrap());
+    }
+}

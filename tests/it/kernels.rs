@@ -429,3 +429,48 @@ command = "{twice}"
     let ratio = twice / once;
     assert!((1.8..2.2).contains(&ratio), "twice the work counted {ratio:.3}× the instructions ({once} → {twice})");
 }
+
+/// A `linux-image-*` package without a kernel image in `boot/` is an
+/// experiment-file error (exit 2) naming the file, line and key, decided
+/// when the file is read: nothing is prepared or measured. Needs only
+/// `dpkg-deb` (no VM, no root).
+#[test]
+fn a_kernel_package_without_boot_is_an_experiment_file_error() {
+    let dir = common::workdir("fslab-deb-noboot");
+    let pkg = dir.path().join("pkg");
+    std::fs::create_dir_all(pkg.join("DEBIAN")).unwrap();
+    std::fs::create_dir_all(pkg.join("usr/share/doc/linux-image-9.9.9-test")).unwrap();
+    std::fs::write(
+        pkg.join("DEBIAN/control"),
+        "Package: linux-image-9.9.9-test\nVersion: 1\nArchitecture: amd64\nMaintainer: t <t@example.org>\nDescription: no boot/\n",
+    )
+    .unwrap();
+    std::fs::write(pkg.join("usr/share/doc/linux-image-9.9.9-test/README"), "no kernel here\n").unwrap();
+    let deb = dir.path().join("noboot.deb");
+    let built = Command::new("dpkg-deb").arg("--build").arg(&pkg).arg(&deb).output().unwrap();
+    assert!(built.status.success(), "dpkg-deb: {}", text(&built));
+    let spec = common::write_spec(
+        dir.path(),
+        "noboot.toml",
+        &format!(
+            "name = \"noboot\"\nworkdir = \"{}\"\n\n[defaults]\nfs = \"ext4\"\n\n[[variant]]\nname = \"a\"\n\n\
+             [[variant]]\nname = \"b\"\nkernel = \"{}\"\n\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n",
+            dir.path().join("work").display(),
+            deb.display()
+        ),
+    );
+    let db = dir.path().join("r.db");
+    for dry in [true, false] {
+        let mut args = vec!["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()];
+        if dry {
+            args.push("--dry-run");
+        }
+        let out = fslab(&args);
+        let shown = text(&out);
+        assert_eq!(out.status.code(), Some(2), "dry run {dry}: {shown}");
+        assert!(shown.contains("noboot.toml:12:") && shown.contains("`kernel`"), "{shown}");
+        assert!(shown.contains("no kernel image in boot/"), "{shown}");
+        assert!(!shown.contains("preparing inputs"), "decided before anything runs: {shown}");
+    }
+    assert!(!db.exists() && !dir.path().join("work").exists(), "nothing was created");
+}

@@ -9,6 +9,7 @@
 mod bench;
 mod core;
 mod fleet;
+mod leases;
 mod merge;
 mod proxy;
 mod rows;

@@ -143,3 +143,61 @@ fn a_temporary_input_of_a_sigkilled_fslab_is_removed_by_cleanup() {
     ran.expect(0).says(&format!("removed temporary input {}", tmp.display()));
     assert!(!tmp.exists());
 }
+
+/// Issue 20 item 11: the registry of work directories holds only those
+/// that may hold leftovers (a run that ends well leaves no entry; a killed
+/// one's stays until its work directory is cleaned), and `cleanup
+/// --workdir X` reaches only X's leftovers: another work directory's
+/// killed testbed (its cgroup, mount, loop device, trace instance) stays
+/// until that one is cleaned.
+#[test]
+fn cleanup_of_one_work_directory_reaches_only_its_own_leftovers() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let _serial = super::cleanup_lock();
+    // The registry file itself: one directory per line.
+    let recorded = |dir: &Path| {
+        let registry = Path::new(fslab::testbed::DEFAULT_WORKDIR).join(".fslab-workdirs");
+        let work = std::fs::canonicalize(dir.join("work")).unwrap().display().to_string();
+        std::fs::read_to_string(registry).unwrap_or_default().lines().any(|l| l == work)
+    };
+    let (x, y) = (common::workdir("fslab-scope-x"), common::workdir("fslab-scope-y"));
+
+    // A run that ends normally: its work directory is not left recorded.
+    let gate = x.path().join("gate");
+    let spec = gated_spec(x.path(), &gate);
+    std::fs::remove_file(&gate).unwrap();
+    fslab(run_args(x.path(), &spec, &[])).expect(0);
+    assert!(!recorded(x.path()), "a clean work directory stays in the registry");
+
+    // A killed run in each of two work directories.
+    let killed_in = |dir: &Path| {
+        let spec = gated_spec(dir, &dir.join("gate"));
+        let mut child = fslab_cmd(run_args(dir, &spec, &[])).spawn().unwrap();
+        let needle = format!("fslab-tb-{}-", child.id());
+        wait_for_mount(&mut child, &needle);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !common::leftovers(&needle).iter().any(|l| l.starts_with("trace instance")) && Instant::now() < deadline {
+            sleep(Duration::from_millis(100));
+        }
+        child.kill().unwrap();
+        let _ = child.wait();
+        needle
+    };
+    let (in_x, in_y) = (killed_in(x.path()), killed_in(y.path()));
+    assert!(recorded(x.path()) && recorded(y.path()), "work directories with leftovers are recorded");
+    let left_in_y = common::leftovers(&in_y);
+    assert!(left_in_y.iter().any(|l| l.starts_with("cgroup")), "{left_in_y:?}");
+    assert!(left_in_y.iter().any(|l| l.starts_with("mount")), "{left_in_y:?}");
+
+    let work = |dir: &Path| dir.join("work").display().to_string();
+    fslab(["cleanup".to_string(), "--workdir".to_string(), work(x.path())]).expect(0);
+    assert_eq!(common::leftovers(&in_x), Vec::<String>::new());
+    assert_eq!(common::leftovers(&in_y), left_in_y, "cleanup --workdir X reached another work directory");
+    assert!(!recorded(x.path()) && recorded(y.path()));
+
+    fslab(["cleanup".to_string(), "--workdir".to_string(), work(y.path())]).expect(0);
+    assert_eq!(common::leftovers(&in_y), Vec::<String>::new());
+    assert!(testbed_dirs(&y.path().join("work")).is_empty() && !recorded(y.path()));
+}
