@@ -105,3 +105,65 @@ fn device_probe_refuses_a_device_without_destroy_data_and_anything_not_a_block_d
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown model"));
     assert_eq!(std::fs::read(&file).unwrap(), b"x");
 }
+
+/// A real block device (a loop device on a sparse file, no model): the
+/// probe writes only inside `--region`, which the file's allocated
+/// extents show (SEEK_DATA/SEEK_HOLE), and finds no AU behaviour on it.
+#[test]
+fn device_probe_writes_only_inside_its_region() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let work = common::workdir("fslab-probe-region");
+    let image = work.path().join("disk");
+    let size: u64 = 7 << 30;
+    std::fs::File::create(&image).unwrap().set_len(size).unwrap();
+    let dev = fslab::testbed::loopdev::attach(&image).unwrap();
+    struct Detach(std::path::PathBuf);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            let _ = fslab::testbed::loopdev::detach(&self.0);
+        }
+    }
+    let _detach = Detach(dev.clone());
+    let (start, len): (u64, u64) = (1 << 30, 5504 << 20);
+    let region = format!("{start}:{len}");
+    let out = Command::new(common::fslab_bin())
+        .args(["device", "probe", "--quick", "--format", "json", "--destroy-data", "--region", &region])
+        .arg(&dev)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let probe: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(probe["au"].is_null(), "a plain loop device has no AUs: {}", probe["au_steps"]);
+    assert!(probe["device_line"].as_str().unwrap().contains("model = \"ssd\""), "{}", probe["device_line"]);
+    // Every allocated extent of the backing file lies inside the region.
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(&image).unwrap();
+    let fd = file.as_raw_fd();
+    let mut at: i64 = 0;
+    let mut extents = 0;
+    loop {
+        let data = unsafe { libc::lseek(fd, at, libc::SEEK_DATA) };
+        if data < 0 {
+            break; // ENXIO: no data after `at`
+        }
+        let hole = unsafe { libc::lseek(fd, data, libc::SEEK_HOLE) };
+        assert!(
+            data as u64 >= start && hole as u64 <= start + len,
+            "data at {data}..{hole}, outside the region {start}..{}",
+            start + len
+        );
+        extents += 1;
+        at = hole;
+    }
+    assert!(extents > 0, "the probe wrote nothing");
+    // The same device without --region but a region that does not fit: refused.
+    let out = Command::new(common::fslab_bin())
+        .args(["device", "probe", "--destroy-data", "--region", "2GiB:5504MiB"])
+        .arg(&dev)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("beyond the device"));
+}
