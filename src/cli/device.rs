@@ -30,6 +30,10 @@ enum DeviceCommand {
 }
 
 #[derive(Args, Debug)]
+#[command(after_help = "Exit status:\n  0  probed\n  1  the probe failed (an I/O error, the region ran out)\n  \
+    2  usage: no --destroy-data, a bad --region or --model, a refused device (mounted, in use, not a block device)\n  \
+    3  not root, or no loop/FUSE for --model\n  \
+    128+N  stopped by signal N after tearing everything down")]
 struct ProbeArgs {
     /// The block device to probe (it is written to: needs --destroy-data).
     #[arg(value_name = "DEV", required_unless_present = "model", conflicts_with = "model")]
