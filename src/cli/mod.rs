@@ -5,6 +5,7 @@ mod bisect_commits;
 mod changepoints;
 mod check;
 mod compare;
+mod device;
 mod guest;
 mod history;
 mod inspect;
@@ -111,6 +112,8 @@ enum Command {
     Doctor(inspect::DoctorArgs),
     /// Kernel config tools.
     Kconfig(inspect::KconfigArgs),
+    /// Measure a device (or a media model) flashbench-style and print the `device = { … }` line that emulates it.
+    Device(device::DeviceArgs),
     /// Kernels for `kernel = "debian:…"` variants: list cached and available ones, fetch, prune the cache.
     Kernel(kernel::KernelArgs),
     /// Parse, summarize, compare and record iostat logs (from any machine).
@@ -160,6 +163,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Cleanup(args) => maintenance::cleanup(args),
         Command::Doctor(args) => inspect::doctor_cmd(args),
         Command::Kconfig(args) => inspect::kconfig(args),
+        Command::Device(args) => device::device_cmd(args),
         Command::Kernel(args) => kernel::kernel_cmd(args),
         Command::Iostat(args) => iostat::iostat(args),
         Command::BisectOptions(args) => bisect::bisect(args),

@@ -28,6 +28,7 @@ mod layers;
 mod lifecycle;
 mod media;
 mod pipes;
+mod probe;
 mod report;
 mod rofs;
 mod safety;
