@@ -107,12 +107,7 @@ impl RunMonitor for Media {
         let evidence = server.evidence()?;
         server.pause()?;
         record.metrics.extend(evidence.metrics());
-        if evidence.late_s > 0.01 * evidence.wall_s.max(1.0) {
-            record.notes.push(format!(
-                "media model: replies were {:.2}s late in total (the server could not keep up with {})",
-                evidence.late_s, server.spec
-            ));
-        }
+        record.notes.extend(evidence.late_note(&server.spec));
         Ok(())
     }
 }
