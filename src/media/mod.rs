@@ -19,6 +19,7 @@ pub mod hdd;
 pub mod host;
 pub mod passthrough;
 pub mod presets;
+pub mod relay;
 pub mod serve;
 pub mod spec;
 pub mod ssd;

@@ -34,6 +34,10 @@ pub struct GuestRun {
     pub sample_interval: Duration,
     /// The testbed disk in the guest (`/dev/vda`).
     pub device: Option<PathBuf>,
+    /// The disk is served through a media model on the host: where to ask
+    /// for its account (the exchange directory).
+    #[serde(default)]
+    pub media_relay: Option<PathBuf>,
 }
 
 /// The `run` handler: one run, its record as JSON. A failed run is a
@@ -63,6 +67,7 @@ pub fn handle(body: Value) -> Result<Value> {
         cache_dir: request.cache_dir.clone(),
         sample_interval: request.sample_interval,
         device: request.device.clone(),
+        media_relay: request.media_relay.clone(),
     };
     let mut record = match workload
         .prepare_inputs(&request.cache_dir)

@@ -131,6 +131,7 @@ impl KernelVms {
                 cache_dir: exp.cache_dir(),
                 sample_interval: exp.sample_interval,
                 device: opts.device.as_ref().map(|d| d.path.clone()),
+                media_relay: None,
             };
             return single::execute(&env, planned, variant, config, workload);
         }
@@ -176,19 +177,14 @@ impl KernelVms {
             cache_dir: exp.cache_dir(),
             sample_interval: exp.sample_interval,
             device: session.disk().map(|d| PathBuf::from(&d.device)),
+            media_relay: session.media_relay().map(Path::to_path_buf),
         };
         let timeout = config.timeout.unwrap_or(single::DEFAULT_TIMEOUT) + VM_RUN_SLACK;
-        // A served disk's account covers the whole guest run (the host
-        // cannot see where the measured part begins), paced throughout.
-        let media_start = session.media().map(|server| server.reset_evidence());
         let answer = serde_json::to_value(&request)
             .map_err(anyhow::Error::from)
             .and_then(|body| session.request_with_timeout(RUN, body, timeout))
             .and_then(|reply| serde_json::from_value::<RunRecord>(reply).context("the guest's run record"));
-        let media = session.media().map(|server| {
-            let evidence = server.evidence();
-            server.pause().and(evidence).map(|e| (e, server.spec.to_string()))
-        });
+
         let summary = session.summary();
         let instructions = session.take_instructions();
         let mut record = match answer {
@@ -197,14 +193,6 @@ impl KernelVms {
         };
         if record.status == Some(RunStatus::Ok) {
             record.metrics.extend(instructions);
-            match (media_start, media) {
-                (Some(Ok(())), Some(Ok((evidence, device)))) => {
-                    record.metrics.extend(evidence.metrics());
-                    record.notes.extend(evidence.late_note(&device));
-                }
-                (Some(Err(e)), _) | (_, Some(Err(e))) => record.notes.push(format!("media model: {e:#}")),
-                _ => {}
-            }
         }
         let guest_release = record.place.as_ref().map(|p| p.kernel_release.clone());
         record.place = Some(RunPlace {

@@ -30,6 +30,7 @@ use super::protocol::{self, Ready, Reply, Request, Response, SessionInfo, READY_
 use super::{console, hidden_in_guest, icount, kvm, tools, Accel, VmConfig, TCG_WARNING};
 use crate::kernel::KernelArtifacts;
 use crate::media::host::MediaServer;
+use crate::media::relay::Relay;
 use crate::sys::contain::{kill_group, spawn_contained};
 use crate::sys::signals::cancelled;
 use crate::testbed::cgroup;
@@ -161,6 +162,8 @@ pub struct VmSession {
     disk: Option<GuestDisk>,
     /// The media server the disk is served by; stopped after the VM.
     media: Option<MediaServer>,
+    /// Answers the guest's requests for the server's account.
+    relay: Option<Relay>,
     accel: Accel,
     cpus: u32,
     memory_mib: u64,
@@ -233,6 +236,7 @@ impl VmSession {
             child: None,
             disk: None,
             media: None,
+            relay: None,
             accel: Accel::Tcg,
             cpus: config.cpus,
             memory_mib: config.memory_mib,
@@ -271,6 +275,7 @@ impl VmSession {
                 let server = MediaServer::start(spec, &disk.image, &dir.join("media"))?;
                 disk.image = server.image();
                 disk.served = true;
+                session.relay = Some(Relay::spawn(&exchange, &server.mountpoint)?);
                 session.media = Some(server);
             }
             session.disk = Some(disk);
@@ -444,9 +449,10 @@ impl VmSession {
         self.disk.as_ref()
     }
 
-    /// The media server behind the testbed disk, if the disk is served.
-    pub fn media(&self) -> Option<&MediaServer> {
-        self.media.as_ref()
+    /// Where the guest asks for the served disk's account
+    /// ([`crate::media::relay`]): the exchange directory, if the disk is served.
+    pub fn media_relay(&self) -> Option<&Path> {
+        self.relay.as_ref().map(|_| self.exchange.as_path())
     }
 
     /// The guest instructions of the last run's measured part (see
@@ -550,6 +556,7 @@ impl VmSession {
             }
         }
         // QEMU, which held the served file, is gone: unmount and stop.
+        self.relay = None;
         if let Some(mut server) = self.media.take() {
             if let Err(e) = server.stop() {
                 errors.push(format!("{e:#}"));
@@ -725,12 +732,18 @@ fn virtme_args(a: &VirtmeArgs) -> Vec<String> {
         // A served disk takes QEMU's thread pool: without FUSE_ASYNC_DIO (the
         // serial media) io_submit on the FUSE file waits for the reply, which
         // would stall QEMU's event loop for the model's whole latency.
-        let aio = if disk.served { "threads" } else { "native" };
+        // And no merging in QEMU, and no write-zeroes command (QEMU would
+        // turn it into zero writes the guest's block trace never sees as
+        // writes; without it the guest writes zeroes itself, as on the
+        // host's loop device): the model sees the guest block layer's
+        // requests, as the guest's block trace records them.
+        let (aio, device_opts) =
+            if disk.served { ("threads", ",request-merging=off,write-zeroes=off") } else { ("native", "") };
         args.extend([
             "-drive".into(),
             format!("file={},if=none,id=fslab-tb,format=raw,cache=none,aio={aio}", disk.image.display()),
             "-device".into(),
-            format!("virtio-blk-pci,drive=fslab-tb,serial={}", disk.serial),
+            format!("virtio-blk-pci,drive=fslab-tb,serial={}{device_opts}", disk.serial),
         ]);
     }
     args
