@@ -20,6 +20,7 @@ pub mod host;
 pub mod passthrough;
 pub mod presets;
 pub mod probe;
+pub mod relay;
 pub mod serve;
 pub mod spec;
 pub mod ssd;
