@@ -19,10 +19,12 @@
 //! from its setup header ([`bzimage`]), so a garbage file fails here, before
 //! any run, with an error naming it.
 
+pub mod build;
 pub mod bzimage;
 pub mod cache;
 pub mod deb;
 pub mod debian;
+pub mod kconfig;
 pub mod stage;
 
 use std::fs::{self, File};
@@ -59,6 +61,9 @@ pub enum KernelSource {
     Deb(PathBuf),
     /// A package of Debian's archive, chosen when the file was read.
     Debian(debian::ArchiveKernel),
+    /// A kernel built from source, its config prepared and checked when
+    /// the file was read ([`build`]).
+    Build(build::KernelBuild),
 }
 
 /// A kernel ready to boot.
@@ -84,6 +89,9 @@ pub struct KernelArtifacts {
     /// The archive package it came from (`debian:` kernels).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package: Option<KernelPackage>,
+    /// How it was built (`{ source = … }` kernels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<build::KernelBuild>,
 }
 
 impl KernelSource {
@@ -140,6 +148,7 @@ impl KernelSource {
                 Ok(release.strip_suffix("-unsigned").unwrap_or(release).to_string())
             }
             KernelSource::Debian(k) => Ok(k.package.kernel_release().to_string()),
+            KernelSource::Build(b) => Ok(b.release.clone()),
         }
     }
 
@@ -149,6 +158,7 @@ impl KernelSource {
             KernelSource::Image { image, .. } => image.display().to_string(),
             KernelSource::BuildTree(p) | KernelSource::Deb(p) => p.display().to_string(),
             KernelSource::Debian(k) => k.reference.clone(),
+            KernelSource::Build(b) => b.shown(),
         }
     }
 }
@@ -166,6 +176,7 @@ pub fn resolve(source: &KernelSource, cache: &Path) -> Result<KernelArtifacts> {
             })?;
             unpacked_deb(&kernels, &deb, shown, Some(k.package.recorded()))
         }
+        KernelSource::Build(b) => build::build(b, cache),
         KernelSource::Image { image, modules, config } => {
             let release = bzimage::read_release(image)?;
             let sha256 = sha256_file(image)?;
@@ -182,6 +193,7 @@ pub fn resolve(source: &KernelSource, cache: &Path) -> Result<KernelArtifacts> {
                     sha256,
                     guest_dirs: Vec::new(),
                     package: None,
+                    build: None,
                 });
             };
             let moddir = installed_modules(modules, &release)?;
@@ -215,6 +227,7 @@ pub fn resolve(source: &KernelSource, cache: &Path) -> Result<KernelArtifacts> {
                     sha256,
                     guest_dirs: Vec::new(),
                     package: None,
+                    build: None,
                 });
             }
             let tree = fs::canonicalize(tree)?;
@@ -254,6 +267,7 @@ fn staged(
         source,
         sha256,
         package: None,
+        build: None,
     })
 }
 
@@ -288,6 +302,7 @@ fn unpacked_deb(kernels: &Path, deb: &Path, shown: String, package: Option<Kerne
         source: shown,
         sha256,
         package,
+        build: None,
     })
 }
 
@@ -375,7 +390,7 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     Ok(hex(&hasher.finalize()))
 }
 
-fn sha256_str(text: &str) -> String {
+pub(crate) fn sha256_str(text: &str) -> String {
     hex(&Sha256::digest(text.as_bytes()))
 }
 
