@@ -96,6 +96,7 @@ impl KernelVms {
                     config: k.config.as_deref().and_then(|p| KernelConfig::read_text(p).ok()),
                     vm: v.vm.as_ref().and_then(|spec| serde_json::to_value(spec).ok()),
                     package: k.package.clone(),
+                    build: k.build.clone(),
                     ..VariantKernel::default()
                 },
                 None => VariantKernel {

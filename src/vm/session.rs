@@ -831,6 +831,7 @@ mod tests {
             sha256: String::new(),
             guest_dirs: vec!["/var/tmp/c/kernels/x".into()],
             package: None,
+            build: None,
         };
         let config = VmConfig::default();
         let dirs = guest_ro_dirs(&config, &kernel, Path::new("/usr/bin/fslab"), Path::new("/var/tmp/w/s")).unwrap();

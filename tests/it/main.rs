@@ -12,6 +12,7 @@ mod common;
 mod bisect;
 mod bisect_commits;
 mod blocktrace;
+mod built_kernels;
 mod changepoint;
 mod debian_kernels;
 mod deploy;
