@@ -37,6 +37,35 @@ pub struct Cli {
     command: Command,
 }
 
+/// Spellings the shared flag vocabulary replaced, as (command, old, new).
+/// They still work, as hidden aliases, for a release; using one prints a
+/// note on stderr so scripts and the `deploy/` recipes can be updated.
+const RENAMED_FLAGS: &[(&str, &str, &str)] = &[
+    ("bisect-commits", "--experiment", "the experiment file as the first argument"),
+    ("bisect-commits", "--start-rounds", "--min-runs"),
+    ("bisect-commits", "--max-rounds", "--max-runs"),
+    ("merge", "-o", "--into"),
+    ("merge", "--output", "--into"),
+];
+
+/// Print a note for each renamed flag in `args` (the command line without
+/// the program name). Flags come after the subcommand, which is the first
+/// argument: fslab has no global flags.
+pub fn note_renamed_flags(args: &[String]) {
+    let Some(command) = args.first() else { return };
+    for arg in &args[1..] {
+        if arg == "--" {
+            break;
+        }
+        let flag = arg.split('=').next().unwrap_or(arg);
+        for (cmd, old, new) in RENAMED_FLAGS {
+            if cmd == command && flag == *old {
+                fslab::output::diagnostic(&format!("fslab: note: `{old}` is now {new} (`{old}` still works for now)"));
+            }
+        }
+    }
+}
+
 /// The stored experiment `id`, or the newest one in `db`.
 pub fn experiment_id(store: &fslab::store::Store, db: &impl std::fmt::Display, id: Option<i64>) -> Result<i64> {
     use anyhow::Context;
