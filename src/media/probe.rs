@@ -276,18 +276,22 @@ pub fn probe(path: &Path, region: Region, options: Options) -> Result<Probe> {
     let rates = measure_rates(&mut io, options)?;
     let write = fit(&rates, "seq-write");
     let read = fit(&rates, "seq-read");
-    let (page, page_steps, linear_only) = match au {
-        Some(au) => {
-            let steps = page_steps(&mut io, au, options)?;
-            let page = write.and_then(|w| page_from(&steps, w.mbps));
-            let one = write.map_or(0.0, |w| w.latency_s + (16 * KIB) as f64 / (w.mbps * 1e6));
-            (page, steps, Some(backwards_costs_gc(&mut io, au, one)?))
-        }
-        None => (None, Vec::new(), None),
-    };
     let copy_mbps = match (au, copy_gap) {
         (Some(au), Some(extra)) if extra > 0.0 => Some((au - 2 * STRADDLE_HALF) as f64 / extra / 1e6),
         _ => None,
+    };
+    let (page, page_steps, linear_only) = match au {
+        Some(au) => {
+            let one = write.map_or(0.0, |w| w.latency_s + (16 * KIB) as f64 / (w.mbps * 1e6));
+            let linear = backwards_costs_gc(&mut io, au, one)?;
+            let steps = page_steps(&mut io, au, options)?;
+            // Past the page, doubling a scattered write programs the extra
+            // bytes; on linear-only media it also copies that much less gap.
+            let copy = if linear { copy_mbps } else { None };
+            let page = write.and_then(|w| page_from(&steps, w.mbps, copy));
+            (page, steps, Some(linear))
+        }
+        None => (None, Vec::new(), None),
     };
     let mut found = Probe {
         device: path.display().to_string(),
@@ -422,14 +426,16 @@ fn page_steps(io: &mut Io, au: u64, options: Options) -> Result<Vec<PageStep>> {
     Ok(steps)
 }
 
-/// The page size: the smallest size from which doubling the write costs
-/// clearly more (a fifth of programming the extra bytes at `write_mbps`;
-/// on linear-only media the skipped gap is copied, so below a page the
-/// time falls as the size grows).
-fn page_from(steps: &[PageStep], write_mbps: f64) -> Option<u64> {
-    // 50 µs: path noise. The rise must hold for every larger size too, so
-    // one noisy step below the page does not decide.
-    let rises = |w: &[PageStep]| w[1].seconds - w[0].seconds > (0.2 * w[0].size as f64 / (write_mbps * 1e6)).max(50e-6);
+/// The page size: the smallest size from which doubling a scattered write
+/// costs clearly more, for this and every larger size (one noisy step
+/// below the page does not decide). Past the page the extra bytes are
+/// programmed at `write_mbps`; on linear-only media (`copy_mbps` given) the
+/// gap copied before the write shrinks by as much, so the rise is the
+/// difference, and below the page the time falls. "Clearly": half the
+/// expected rise, and at least 50 µs (path noise).
+fn page_from(steps: &[PageStep], write_mbps: f64, copy_mbps: Option<f64>) -> Option<u64> {
+    let per_byte = 1.0 / (write_mbps * 1e6) - copy_mbps.map_or(0.0, |c| 1.0 / (c * 1e6));
+    let rises = |w: &[PageStep]| w[1].seconds - w[0].seconds > (0.5 * w[0].size as f64 * per_byte).max(50e-6);
     let pairs: Vec<&[PageStep]> = steps.windows(2).collect();
     (0..pairs.len()).find(|&i| pairs[i..].iter().all(|w| rises(w))).map(|i| pairs[i][0].size)
 }
@@ -658,16 +664,16 @@ mod tests {
     fn the_page_is_where_doubling_the_write_starts_to_cost() {
         // Linear-only shape: falling below the page, rising above it.
         let steps = [step(4096, 0.030), step(8192, 0.0297), step(16384, 0.0292), step(32768, 0.0302)];
-        assert_eq!(page_from(&steps, 8.26), Some(16384));
+        assert_eq!(page_from(&steps, 8.26, Some(15.9)), Some(16384));
         // Random-capable shape: flat below, rising above.
         let steps = [step(4096, 0.0014), step(8192, 0.0014), step(16384, 0.0014), step(32768, 0.0018)];
-        assert_eq!(page_from(&steps, 40.0), Some(16384));
+        assert_eq!(page_from(&steps, 40.0, None), Some(16384));
         let flat = [step(4096, 0.001), step(8192, 0.001)];
-        assert_eq!(page_from(&flat, 40.0), None);
+        assert_eq!(page_from(&flat, 40.0, None), None);
         // A noisy step below the page (4K→8K up 90 µs, then down) does not decide.
         let noisy =
             [step(4096, 0.0014), step(8192, 0.00149), step(16384, 0.00141), step(32768, 0.00181), step(65536, 0.00262)];
-        assert_eq!(page_from(&noisy, 31.5), Some(16384));
+        assert_eq!(page_from(&noisy, 31.5, None), Some(16384));
     }
 
     #[test]
