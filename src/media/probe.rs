@@ -283,7 +283,7 @@ pub fn probe(path: &Path, region: Region, options: Options) -> Result<Probe> {
     let (page, page_steps, linear_only) = match au {
         Some(au) => {
             let one = write.map_or(0.0, |w| w.latency_s + (16 * KIB) as f64 / (w.mbps * 1e6));
-            let linear = backwards_costs_gc(&mut io, au, one)?;
+            let linear = backwards_costs_gc(&mut io, au, one, options)?;
             let steps = page_steps(&mut io, au, options)?;
             // Past the page, doubling a scattered write programs the extra
             // bytes; on linear-only media it also copies that much less gap.
@@ -440,20 +440,23 @@ fn page_from(steps: &[PageStep], write_mbps: f64, copy_mbps: Option<f64>) -> Opt
     (0..pairs.len()).find(|&i| pairs[i..].iter().all(|w| rises(w))).map(|i| pairs[i][0].size)
 }
 
-/// Whether writes going backwards in an open AU cost a GC: three times a
-/// sequential 16 KiB write (`sequential_s`) and 2 ms more.
-fn backwards_costs_gc(io: &mut Io, au: u64, sequential_s: f64) -> Result<bool> {
+/// Whether writes going backwards in an open AU cost a GC: more than three
+/// times a sequential 16 KiB write (`sequential_s`) and 5 ms, every time.
+/// One cheap backward write says no (a busy host only adds time, so a slow
+/// one alone proves nothing): up to six are tried, three when quick.
+fn backwards_costs_gc(io: &mut Io, au: u64, sequential_s: f64, options: Options) -> Result<bool> {
+    let tries: u64 = if options.quick { 3 } else { 6 };
     let chunk = io.chunk()?;
-    let unit = (64 * KIB).min(au / 8);
+    let unit = (64 * KIB).min(au / 16);
     io.write(chunk, 16 * KIB)?;
-    let mut times = Vec::new();
-    for k in (1..=4).rev() {
-        times.push(io.write(chunk + k * unit, 16 * KIB)?);
+    // Skip forward first (untimed), then step backwards.
+    io.write(chunk + (tries + 1) * unit, 16 * KIB)?;
+    for k in (1..=tries).rev() {
+        if io.write(chunk + k * unit, 16 * KIB)? <= 3.0 * sequential_s + JUMP_MIN_S {
+            return Ok(false);
+        }
     }
-    // The first skips forward; the other three go backwards. Their fastest
-    // stands for the medium (a busy host only adds time).
-    let backwards = times[1..].iter().copied().fold(f64::INFINITY, f64::min);
-    Ok(backwards > 3.0 * sequential_s + 2e-3)
+    Ok(true)
 }
 
 fn measure_rates(io: &mut Io, options: Options) -> Result<Vec<Rate>> {
