@@ -143,7 +143,11 @@ fn render(p: &Probe) -> String {
     summary.set_header(["figure", "value"]);
     summary.add_row(["AU size".to_string(), size(p.au)]);
     summary.add_row(["page size".to_string(), size(p.page)]);
-    let open = p.open_aus.map_or(format!("more than {}", p.open_au_steps.len()), |n| n.to_string());
+    let open = match (p.open_aus, p.au) {
+        (Some(n), _) => n.to_string(),
+        (None, Some(_)) => format!("more than {}", p.open_au_steps.len()),
+        (None, None) => "none (no AUs)".to_string(),
+    };
     summary.add_row(["open AUs".to_string(), open]);
     summary.add_row([
         "linear only".to_string(),
