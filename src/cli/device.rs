@@ -51,8 +51,11 @@ struct ProbeArgs {
     /// Stop each search at its first answer, fewer repetitions (seconds to half a minute on a preset).
     #[arg(long)]
     quick: bool,
-    #[arg(long, value_enum, default_value = "table")]
+    #[arg(long, value_enum, default_value = "text")]
     format: ProbeFormat,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
+    json: bool,
     /// Where --model's image and mounts go.
     #[arg(long, default_value = fslab::testbed::DEFAULT_WORKDIR)]
     workdir: PathBuf,
@@ -60,8 +63,10 @@ struct ProbeArgs {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum ProbeFormat {
-    Table,
+    #[value(alias = "table")]
+    Text,
     Json,
+    /// The `device = { … }` line that emulates what was measured.
     Toml,
 }
 
@@ -110,10 +115,10 @@ fn probe_cmd(args: ProbeArgs) -> Result<ExitCode> {
         }
         (None, None) => return Err(exit::usage(anyhow!("name a device or --model SPEC"))),
     };
-    match args.format {
+    match if args.json { ProbeFormat::Json } else { args.format } {
         ProbeFormat::Json => fslab::output::print(&format!("{}\n", serde_json::to_string_pretty(&found)?))?,
         ProbeFormat::Toml => fslab::output::print(&format!("{}\n", found.device_line()))?,
-        ProbeFormat::Table => fslab::output::print(&render(&found))?,
+        ProbeFormat::Text => fslab::output::print(&render(&found))?,
     }
     Ok(ExitCode::SUCCESS)
 }
