@@ -19,6 +19,10 @@ pub struct MergeArgs {
     /// The store to copy into (SQLite file or PostgreSQL URL); created if missing.
     #[arg(short, long, value_name = "TARGET")]
     output: StoreLocation,
+    /// Work directories whose spooled runs (kept there while a database was away, `WORKDIR/spool/`) are
+    /// stored into the target too, when it holds their experiment.
+    #[arg(long, value_name = "WORKDIR")]
+    spool: Vec<std::path::PathBuf>,
     /// Print what was merged as JSON.
     #[arg(long)]
     json: bool,
@@ -44,6 +48,11 @@ pub fn merge(args: MergeArgs) -> Result<ExitCode> {
             println!("{loc}: {report}");
         }
         reports.push(serde_json::json!({ "source": loc.to_string(), "merged": report }));
+    }
+    for workdir in &args.spool {
+        for line in target.merge_spool(workdir)? {
+            output::diagnostic(&line);
+        }
     }
     if args.json {
         println!(

@@ -53,6 +53,35 @@ impl Store {
     /// `experiment_uuid`), removing each file once it is stored; returns a
     /// line per run for the user. Files of other experiments stay.
     pub fn store_spooled(&mut self, workdir: &Path, id: i64, experiment_uuid: &str) -> Result<Vec<String>> {
+        self.store_spool(workdir, &mut |_, uuid| Ok((uuid == experiment_uuid).then_some(id)))
+    }
+
+    /// `fslab merge --spool WORKDIR`: stores every run spooled in `workdir`
+    /// whose experiment (by uuid) is in this store; files of experiments it
+    /// does not hold stay (and are said to).
+    pub fn merge_spool(&mut self, workdir: &Path) -> Result<Vec<String>> {
+        let mut lines = Vec::new();
+        let stored = self.store_spool(workdir, &mut |store, uuid| {
+            let id = store.experiment_by_uuid(uuid)?;
+            if id.is_none() {
+                lines.push(format!(
+                    "left in the spool: a run of experiment {uuid}, which {} does not hold",
+                    store.location()
+                ));
+            }
+            Ok(id)
+        })?;
+        lines.splice(0..0, stored);
+        Ok(lines)
+    }
+
+    /// Stores each spooled run of `workdir` that `experiment` (given the
+    /// store and the run's experiment uuid) places in an experiment here.
+    fn store_spool(
+        &mut self,
+        workdir: &Path,
+        experiment: &mut dyn FnMut(&Store, &str) -> Result<Option<i64>>,
+    ) -> Result<Vec<String>> {
         let mut stored = Vec::new();
         let mut files: Vec<PathBuf> = std::fs::read_dir(dir(workdir))
             .into_iter()
@@ -66,9 +95,7 @@ impl Store {
             let text = std::fs::read_to_string(&file).with_context(|| format!("reading {}", file.display()))?;
             let run: SpooledRun =
                 serde_json::from_str(&text).with_context(|| format!("{} is not a spooled run", file.display()))?;
-            if run.experiment_uuid != experiment_uuid {
-                continue;
-            }
+            let Some(id) = experiment(self, &run.experiment_uuid)? else { continue };
             let context = super::RecordingContext { shard: run.shard, ..self.recording_context().clone() };
             self.record_run_as(id, &run.record, &context, &run.run_uuid)
                 .with_context(|| format!("storing the spooled run {}", file.display()))?;
@@ -80,5 +107,38 @@ impl Store {
             ));
         }
         Ok(stored)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::tests::{full_run, new_exp, test_dbs};
+
+    #[test]
+    fn merge_stores_the_spooled_runs_of_experiments_it_holds() {
+        for db in test_dbs("spool") {
+            let mut store = db.open();
+            let id = store.create_experiment(&new_exp("spooled", "h3")).unwrap();
+            let uuid = store.experiment_meta(id).unwrap().uuid;
+            let work = tempfile::tempdir().unwrap();
+            let spooled = |experiment_uuid: &str, seq: usize| SpooledRun {
+                store: "elsewhere".into(),
+                experiment_uuid: experiment_uuid.into(),
+                run_uuid: uuid::Uuid::new_v4().to_string(),
+                shard: None,
+                record: full_run(seq),
+            };
+            let mine = write(work.path(), &spooled(&uuid, 0)).unwrap();
+            let other = write(work.path(), &spooled("not-here", 1)).unwrap();
+            let lines = store.merge_spool(work.path()).unwrap();
+            assert_eq!(lines.len(), 2, "{lines:?}");
+            assert!(lines[0].starts_with("stored run 1 kept in") && lines[1].contains("not-here"), "{lines:?}");
+            assert_eq!(store.runs(id).unwrap().len(), 1, "{}", db.backend);
+            assert!(!mine.exists() && other.exists());
+            // Again: nothing more is stored.
+            store.merge_spool(work.path()).unwrap();
+            assert_eq!(store.runs(id).unwrap().len(), 1);
+        }
     }
 }
