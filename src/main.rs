@@ -10,6 +10,7 @@ use fslab::{exit, output};
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
+    cli::note_renamed_flags(&std::env::args_os().skip(1).map(|a| a.to_string_lossy().into_owned()).collect::<Vec<_>>());
     match cli::dispatch(args) {
         Ok(code) => code,
         // The reader of our output went away (`fslab … | head`): not a failure.

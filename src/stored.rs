@@ -277,6 +277,9 @@ pub struct VariantKernel {
     /// The Debian package the kernel came from, when it came from one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package: Option<KernelPackage>,
+    /// How the kernel was built, when fslab built it (`kernel = { source = … }`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<crate::kernel::build::KernelBuild>,
 }
 
 /// The Debian package a kernel came from (the resolver's own record).

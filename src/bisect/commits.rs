@@ -26,8 +26,7 @@
 //!   show up in `fslab history`.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::Serialize;
@@ -39,7 +38,7 @@ use crate::runner::{self, Observer, RunOptions};
 use crate::stats::oracle::{classify, Side};
 use crate::stats::{compare, CompareConfig, Verdict};
 use crate::store::Store;
-use crate::sys::{marker, signals};
+use crate::sys::{exec, marker, signals};
 
 /// What to bisect and how.
 #[derive(Clone, Debug)]
@@ -181,35 +180,38 @@ pub const TAG_BISECT: &str = "bisect";
 pub const TAG_COMMIT: &str = "commit";
 pub const TAG_ROLE: &str = "role";
 
+/// Deadline of a git command: checking out a worktree of a large tree on a
+/// slow disk takes minutes, a hung one must still not hang the bisection.
+const GIT_TIMEOUT: Duration = Duration::from_secs(1800);
+
+/// Deadline of the user's build command (a kernel build on a small machine
+/// takes hours).
+const BUILD_TIMEOUT: Duration = Duration::from_secs(12 * 3600);
+
+/// `git args…` in `dir`, through the one home for host tools.
+fn run_git(dir: &Path, args: &[&str]) -> Result<exec::Output> {
+    exec::run_with(
+        "git",
+        args,
+        &exec::RunIn { dir: Some(dir), timeout: GIT_TIMEOUT, cancellable: true, ..Default::default() },
+    )
+    .map_err(|e| anyhow::anyhow!("running `git {}` in {}: {e}", args.join(" "), dir.display()))
+}
+
 fn git(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .stdin(Stdio::null())
-        .env("LC_ALL", "C")
-        .output()
-        .with_context(|| format!("running git in {}", dir.display()))?;
-    if !out.status.success() {
-        bail!("`git {}` in {} failed: {}", args.join(" "), dir.display(), String::from_utf8_lossy(&out.stderr).trim());
+    let out = run_git(dir, args)?;
+    if !out.success {
+        bail!("`git {}` in {} failed: {}", args.join(" "), dir.display(), out.stderr.trim());
     }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    Ok(out.stdout)
 }
 
 /// `git bisect …`: its output, which says when it is done. (Exit status 2
 /// is how older gits end a bisection of only skipped commits.)
 fn bisect_cmd(dir: &Path, args: &[&str]) -> Result<String> {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .arg("bisect")
-        .args(args)
-        .stdin(Stdio::null())
-        .env("LC_ALL", "C")
-        .output()
-        .with_context(|| format!("running git bisect in {}", dir.display()))?;
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
-    if !out.status.success() && !text.contains("first bad commit") {
+    let out = run_git(dir, &[&["bisect"], args].concat())?;
+    let text = out.stdout + &out.stderr;
+    if !out.success && !text.contains("first bad commit") {
         bail!("`git bisect {}` failed: {}", args.join(" "), text.trim());
     }
     Ok(text)
@@ -288,17 +290,21 @@ enum Built {
 fn build(cmd: Option<&str>, worktree: &Path, sha: &str) -> Result<Built> {
     let Some(cmd) = cmd else { return Ok(Built::Ok) };
     // The user's own command line, as `git bisect run` would run it.
-    let out = Command::new("sh")
-        .arg("-c")
-        .arg(cmd)
-        .current_dir(worktree)
-        .env("FSLAB_REV", sha)
-        .env("FSLAB_WORKTREE", worktree)
-        .stdin(Stdio::null())
-        .output()
-        .with_context(|| format!("running the build command in {}", worktree.display()))?;
+    let env = [("FSLAB_REV", std::ffi::OsStr::new(sha)), ("FSLAB_WORKTREE", worktree.as_os_str())];
+    let how = exec::RunIn { dir: Some(worktree), env: &env, timeout: BUILD_TIMEOUT, cancellable: true };
+    let out = exec::run_with("sh", &["-c", cmd], &how);
     signals::check_cancelled()?;
-    Ok(match out.status.code() {
+    let out = match out {
+        Ok(out) => out,
+        Err(exec::RunError::TimedOut) => {
+            return Ok(Built::Failed(format!(
+                "failed (no end after {})",
+                crate::human::duration_s(BUILD_TIMEOUT.as_secs_f64())
+            )))
+        }
+        Err(e) => bail!("running the build command in {}: {e}", worktree.display()),
+    };
+    Ok(match out.code {
         Some(0) => Built::Ok,
         Some(125) => Built::Failed("skip (exit 125)".into()),
         Some(c) => Built::Failed(format!("failed (exit {c})")),

@@ -33,8 +33,11 @@ pub struct BisectCommitsArgs {
     #[arg(long, value_name = "REV")]
     bad: String,
     /// Experiment file; `{rev}` (the full commit id) and `{worktree}` (the checked-out tree) are filled in.
-    #[arg(long, value_name = "FILE")]
-    experiment: PathBuf,
+    #[arg(value_name = "FILE", required_unless_present = "experiment")]
+    file: Option<PathBuf>,
+    /// The old spelling of FILE.
+    #[arg(long, value_name = "FILE", hide = true, conflicts_with = "file")]
+    experiment: Option<PathBuf>,
     /// Build command, run with `sh -c` in each commit's worktree (FSLAB_REV, FSLAB_WORKTREE set);
     /// exit 125 or a failure skips the commit.
     #[arg(long, value_name = "CMD")]
@@ -45,12 +48,12 @@ pub struct BisectCommitsArgs {
     /// The metric, as WORKLOAD/METRIC (default: the first workload's main time).
     #[arg(long, value_name = "WORKLOAD/METRIC")]
     metric: Option<MetricRef>,
-    /// Rounds each commit (and each end) starts with.
-    #[arg(long, value_name = "N", default_value_t = 3)]
-    start_rounds: usize,
-    /// Most rounds per commit before its step is reported undecided (and skipped).
-    #[arg(long, value_name = "N", default_value_t = 20)]
-    max_rounds: usize,
+    /// Runs each commit (and each end) starts with.
+    #[arg(long, value_name = "N", default_value_t = 3, alias = "start-rounds")]
+    min_runs: usize,
+    /// Most runs per commit before its step is reported undecided (and skipped).
+    #[arg(long, value_name = "N", default_value_t = 20, alias = "max-rounds")]
+    max_runs: usize,
     /// Error rate of one step's answer.
     #[arg(long, default_value_t = 0.01)]
     alpha: f64,
@@ -66,7 +69,7 @@ pub struct BisectCommitsArgs {
     #[arg(long, value_parser = super::formats(&[Format::Text, Format::Json]), default_value = "text")]
     format: Format,
     /// Same as `--format json`.
-    #[arg(long, conflicts_with = "format")]
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
 }
 
@@ -77,12 +80,12 @@ pub fn bisect_commits_cmd(args: BisectCommitsArgs) -> Result<ExitCode> {
         repo: args.repo,
         good: args.good,
         bad: args.bad,
-        experiment: args.experiment,
+        experiment: args.file.or(args.experiment).expect("clap requires FILE or --experiment"),
         build: args.build,
         variant: args.variant,
         metric: args.metric,
-        start_rounds: args.start_rounds,
-        max_rounds: args.max_rounds,
+        start_rounds: args.min_runs,
+        max_rounds: args.max_runs,
         alpha: args.alpha,
         worktree_base: args.worktrees,
         run_options: RunOptions { workdir: args.workdir, ..RunOptions::default() },

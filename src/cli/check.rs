@@ -46,7 +46,7 @@ pub struct CheckArgs {
     #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
     format: Format,
     /// Same as `--format json`.
-    #[arg(long, conflicts_with = "format")]
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
 }
 

@@ -120,6 +120,7 @@ fn vm_probe(args: ProbeArgs) -> Result<ExitCode> {
         request_timeout: args.request_timeout.0,
         kernel_args: args.kernel_args.clone(),
         agent: None,
+        disk_media: None,
     };
     eprintln!("vm-probe: booting {} ({})", kernel.release, kernel.source);
     match probe_session(&kernel, &config, &absolute(&args.workdir)?, &args) {

@@ -60,7 +60,7 @@ pub struct HistoryArgs {
     #[arg(long, value_parser = formats(&[Format::Text, Format::Json, Format::Html]), default_value = "text")]
     format: Format,
     /// Same as `--format json`.
-    #[arg(long, conflicts_with = "format")]
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
 }
 

@@ -35,6 +35,12 @@ enum KernelCommand {
         #[arg(required = true, value_name = "debian:VERSION[-FLAVOUR]")]
         kernels: Vec<String>,
     },
+    /// Build now the kernels an experiment file's variants build from source
+    /// (`kernel = { source = … }`), e.g. to warm a cache before the runs; cached ones are reused.
+    Build {
+        /// The experiment file.
+        file: PathBuf,
+    },
     /// Remove cached kernels (and downloaded packages) that no stored experiment needs.
     Prune {
         #[command(flatten)]
@@ -50,7 +56,36 @@ pub fn kernel_cmd(args: KernelArgs) -> Result<ExitCode> {
         KernelCommand::List { available } => list(&args.cache, available),
         KernelCommand::Fetch { kernels } => fetch(&args.cache, &kernels),
         KernelCommand::Prune { db, dry_run } => prune(&args.cache, &db, dry_run),
+        KernelCommand::Build { file } => build(&file),
     }
+}
+
+/// Build every variant's `{ source = … }` kernel in the experiment's kernel cache.
+fn build(file: &std::path::Path) -> Result<ExitCode> {
+    fslab::sys::signals::install()?;
+    let exp = fslab::experiment::load(file).map_err(exit::usage)?;
+    let cache_dir = kernel::cache_dir(&exp.workdir);
+    let mut built = 0;
+    for v in &exp.variants {
+        let Some(spec) = &v.kernel else { continue };
+        let KernelSource::Build(b) = &spec.source else { continue };
+        let started = std::time::Instant::now();
+        let artifacts =
+            kernel::resolve(&spec.source, &cache_dir).with_context(|| format!("the kernel of variant `{}`", v.name))?;
+        println!(
+            "{}: {} {} ({}; {:.0} s)",
+            v.name,
+            artifacts.release,
+            artifacts.image.display(),
+            if b.cached { "cached" } else { "built" },
+            started.elapsed().as_secs_f64()
+        );
+        built += 1;
+    }
+    if built == 0 {
+        eprintln!("{}: no variant builds its kernel from source (kernel = {{ source = … }})", file.display());
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Sizes in one unit, so a column of them compares at a glance.

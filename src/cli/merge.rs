@@ -1,4 +1,4 @@
-//! `fslab merge A.db B.db … -o OUT`: copies experiments (with their runs,
+//! `fslab merge A.db B.db … --into OUT`: copies experiments (with their runs,
 //! tags and shard records) from other stores into one, for machines that
 //! could not reach the shared database. Idempotent; refuses conflicts.
 
@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use fslab::output;
+use fslab::report::Format;
 use fslab::store::merge::merge as merge_into;
 use fslab::store::{Store, StoreLocation};
 
@@ -17,21 +18,25 @@ pub struct MergeArgs {
     #[arg(required = true, value_name = "SOURCE")]
     sources: Vec<StoreLocation>,
     /// The store to copy into (SQLite file or PostgreSQL URL); created if missing.
-    #[arg(short, long, value_name = "TARGET")]
-    output: StoreLocation,
+    #[arg(long, value_name = "TARGET", short_alias = 'o', alias = "output")]
+    into: StoreLocation,
     /// Work directories whose spooled runs (kept there while a database was away, `WORKDIR/spool/`) are
     /// stored into the target too, when it holds their experiment.
     #[arg(long, value_name = "WORKDIR")]
     spool: Vec<std::path::PathBuf>,
-    /// Print what was merged as JSON.
-    #[arg(long)]
+    /// Output format of what was merged on stdout.
+    #[arg(long, value_parser = super::formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
 }
 
 pub fn merge(args: MergeArgs) -> Result<ExitCode> {
+    let json = super::chosen(args.format, args.json) == Format::Json;
     for s in &args.sources {
-        if *s == args.output {
-            bail!("{s} is both a source and the output (-o); merge it into another store");
+        if *s == args.into {
+            bail!("{s} is both a source and the target (--into); merge it into another store");
         }
     }
     // Sources first: a typo in one must not leave a new empty target behind.
@@ -40,11 +45,11 @@ pub fn merge(args: MergeArgs) -> Result<ExitCode> {
         .iter()
         .map(|s| Store::open_existing(s).with_context(|| format!("opening source {s}")))
         .collect::<Result<_>>()?;
-    let mut target = Store::open_or_create(&args.output).with_context(|| format!("opening {}", args.output))?;
+    let mut target = Store::open_or_create(&args.into).with_context(|| format!("opening {}", args.into))?;
     let mut reports = Vec::new();
     for (loc, source) in args.sources.iter().zip(&sources) {
         let report = merge_into(&mut target, source)?;
-        if !args.json {
+        if !json {
             println!("{loc}: {report}");
         }
         reports.push(serde_json::json!({ "source": loc.to_string(), "merged": report }));
@@ -54,15 +59,13 @@ pub fn merge(args: MergeArgs) -> Result<ExitCode> {
             output::diagnostic(&line);
         }
     }
-    if args.json {
+    if json {
         println!(
             "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({ "output": args.output.to_string(), "sources": reports })
-            )?
+            serde_json::to_string_pretty(&serde_json::json!({ "into": args.into.to_string(), "sources": reports }))?
         );
     } else {
-        output::diagnostic(&format!("merged {} store(s) into {}", reports.len(), args.output));
+        output::diagnostic(&format!("merged {} store(s) into {}", reports.len(), args.into));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,6 +5,7 @@ mod bisect_commits;
 mod changepoints;
 mod check;
 mod compare;
+mod device;
 mod guest;
 mod history;
 mod inspect;
@@ -13,6 +14,9 @@ mod kernel;
 mod maintenance;
 mod merge;
 mod plan;
+// Generates the README's reference tables; only its test runs it.
+#[cfg(test)]
+mod reference;
 mod report;
 mod run;
 mod simulate;
@@ -31,6 +35,35 @@ use fslab::store::{Store, StoreLocation};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// Spellings the shared flag vocabulary replaced, as (command, old, new).
+/// They still work, as hidden aliases, for a release; using one prints a
+/// note on stderr so scripts and the `deploy/` recipes can be updated.
+const RENAMED_FLAGS: &[(&str, &str, &str)] = &[
+    ("bisect-commits", "--experiment", "the experiment file as the first argument"),
+    ("bisect-commits", "--start-rounds", "--min-runs"),
+    ("bisect-commits", "--max-rounds", "--max-runs"),
+    ("merge", "-o", "--into"),
+    ("merge", "--output", "--into"),
+];
+
+/// Print a note for each renamed flag in `args` (the command line without
+/// the program name). Flags come after the subcommand, which is the first
+/// argument: fslab has no global flags.
+pub fn note_renamed_flags(args: &[String]) {
+    let Some(command) = args.first() else { return };
+    for arg in &args[1..] {
+        if arg == "--" {
+            break;
+        }
+        let flag = arg.split('=').next().unwrap_or(arg);
+        for (cmd, old, new) in RENAMED_FLAGS {
+            if cmd == command && flag == *old {
+                fslab::output::diagnostic(&format!("fslab: note: `{old}` is now {new} (`{old}` still works for now)"));
+            }
+        }
+    }
 }
 
 /// The stored experiment `id`, or the newest one in `db`.
@@ -108,6 +141,8 @@ enum Command {
     Doctor(inspect::DoctorArgs),
     /// Kernel config tools.
     Kconfig(inspect::KconfigArgs),
+    /// Measure a device (or a media model) flashbench-style and print the `device = { … }` line that emulates it.
+    Device(device::DeviceArgs),
     /// Kernels for `kernel = "debian:…"` variants: list cached and available ones, fetch, prune the cache.
     Kernel(kernel::KernelArgs),
     /// Parse, summarize, compare and record iostat logs (from any machine).
@@ -157,6 +192,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Cleanup(args) => maintenance::cleanup(args),
         Command::Doctor(args) => inspect::doctor_cmd(args),
         Command::Kconfig(args) => inspect::kconfig(args),
+        Command::Device(args) => device::device_cmd(args),
         Command::Kernel(args) => kernel::kernel_cmd(args),
         Command::Iostat(args) => iostat::iostat(args),
         Command::BisectOptions(args) => bisect::bisect(args),

@@ -12,6 +12,7 @@ use fslab::analysis::{compare_config, plan, render_plan, stored_noise};
 use fslab::exit;
 use fslab::experiment::{self, Repetitions};
 use fslab::output;
+use fslab::report::Format;
 use fslab::runner::{self, progress::Console, RunOptions};
 use fslab::store::Store;
 
@@ -38,8 +39,11 @@ pub struct PlanArgs {
     /// the file first and plan from their noise (stored like any run).
     #[arg(long, value_name = "ROUNDS")]
     pilot: Option<u32>,
-    /// Print the plan as JSON.
-    #[arg(long)]
+    /// Output format of the plan on stdout.
+    #[arg(long, value_parser = super::formats(&[Format::Text, Format::Json]), default_value = "text")]
+    format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
 }
 
@@ -87,7 +91,7 @@ pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     }
     let cfg = compare_config(&exp);
     let lines = plan(&exp, &noise, args.detect);
-    if args.json {
+    if super::chosen(args.format, args.json) == Format::Json {
         output::print(&format!("{}\n", serde_json::to_string_pretty(&lines)?))?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -8,7 +8,8 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::kernel::debian::{Archive, ResolveError, Wanted};
+use crate::kernel::build::{BuildRequest, BuildSource, ConfigBase, KernelBuild, SetRejected};
+use crate::kernel::debian::{Archive, ResolveError, Wanted, SCHEME};
 use crate::kernel::KernelSource;
 use crate::keys::Source;
 use crate::testbed::{FsKind, Medium};
@@ -109,6 +110,11 @@ pub fn resolve(
         let release = found.package.kernel_release().to_string();
         return Ok((Some(KernelSpec { source: KernelSource::Debian(found), release }), Some(resolve_vm(src, vm)?)));
     }
+    if let Some(table) = kernel.get_ref().as_table().filter(|t| t.contains_key("source")) {
+        let build = built_kernel(src, kernel, table, kernel_cache)?;
+        let release = build.release.clone();
+        return Ok((Some(KernelSpec { source: KernelSource::Build(build), release }), Some(resolve_vm(src, vm)?)));
+    }
     let path = |key: &str, value: &toml::Value| -> Result<std::path::PathBuf> {
         match value.as_str() {
             Some(p) if !p.trim().is_empty() => Ok(src.resolve_path(p)),
@@ -119,7 +125,8 @@ pub fn resolve(
         toml::Value::String(_) => (path("kernel", kernel.get_ref())?, None, None),
         toml::Value::Table(t) => {
             if let Some(k) = t.keys().find(|k| !["image", "modules", "config"].contains(&k.as_str())) {
-                let msg = "is not a kernel setting (a path, or { image, modules, config })";
+                let msg =
+                    "is not a kernel setting (a path, { image, modules, config }, or { source, config, set, patches })";
                 return Err(src.err(kernel.span(), &format!("kernel.{k}"), msg));
             }
             let Some(image) = t.get("image") else {
@@ -145,6 +152,116 @@ pub fn resolve(
         .and_then(|source| Ok((source.check()?, source)));
     let (release, source) = checked.map_err(|e| src.err(kernel.span(), "kernel", format!("{e:#}")))?;
     Ok((Some(KernelSpec { source, release }), Some(resolve_vm(src, vm)?)))
+}
+
+/// `kernel = { source, config, set, patches }`: the source found, the
+/// config made and every `set` option checked (see `kernel::build`).
+fn built_kernel(
+    src: &Source,
+    kernel: &Spanned<toml::Value>,
+    t: &toml::Table,
+    kernel_cache: &std::path::Path,
+) -> Result<KernelBuild> {
+    let err = |key: &str, msg: String| src.err(kernel.span(), key, msg);
+    if let Some(k) = t.keys().find(|k| !["source", "config", "set", "patches"].contains(&k.as_str())) {
+        return Err(err(
+            &format!("kernel.{k}"),
+            "is not a setting of a built kernel (source, config, set, patches)".into(),
+        ));
+    }
+    let text = |key: &str, v: &toml::Value| -> Result<String> {
+        match v.as_str() {
+            Some(s) if !s.trim().is_empty() => Ok(s.to_string()),
+            _ => Err(err(key, "must be a non-empty string".into())),
+        }
+    };
+    let reference = text("kernel.source", &t["source"])?;
+    let source = match Wanted::parse(&reference) {
+        Some(wanted) => {
+            let wanted = wanted.map_err(|e| err("kernel.source", format!("{e:#}")))?;
+            if let Some(fl) = &wanted.flavour {
+                return Err(crate::exit::usage(err(
+                    "kernel.source",
+                    format!("a source package has no flavour (`-{fl}`): write {SCHEME}{}", wanted.version),
+                )));
+            }
+            let archive = Archive::at(kernel_cache);
+            let package = archive.resolve_source(&wanted.version).map_err(|e| {
+                let located = err("kernel.source", e.to_string());
+                match e {
+                    ResolveError::Offline(_) => crate::exit::environment(located),
+                    ResolveError::NoMatch(_) => crate::exit::usage(located),
+                    ResolveError::Other(_) => located,
+                }
+            })?;
+            BuildSource::Debian { archive: archive.root().to_path_buf(), package }
+        }
+        None => {
+            let tree = src.resolve_path(&reference);
+            if !tree.is_dir() {
+                return Err(crate::exit::usage(err(
+                    "kernel.source",
+                    format!("{} is not a directory (a kernel source tree) nor {SCHEME}<version>", tree.display()),
+                )));
+            }
+            BuildSource::Tree(tree)
+        }
+    };
+    let config = match t.get("config").map(|c| text("kernel.config", c)).transpose()?.as_deref() {
+        None | Some("minimal") => ConfigBase::Minimal,
+        Some("debian") => ConfigBase::Debian,
+        Some(file) => {
+            let path = src.resolve_path(file);
+            if !path.is_file() {
+                let msg = format!("{} does not exist (write \"minimal\", \"debian\" or a config file)", path.display());
+                return Err(crate::exit::usage(err("kernel.config", msg)));
+            }
+            ConfigBase::File(path)
+        }
+    };
+    let mut set = std::collections::BTreeMap::new();
+    if let Some(v) = t.get("set") {
+        let Some(table) = v.as_table() else {
+            return Err(crate::exit::usage(err("kernel.set", "must be a table of Kconfig options".into())));
+        };
+        for (name, value) in table {
+            let key = format!("kernel.set.{name}");
+            let symbol = name.strip_prefix("CONFIG_").unwrap_or(name);
+            if symbol.is_empty() || !symbol.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(crate::exit::usage(err(&key, "is not a Kconfig symbol".into())));
+            }
+            let value = match value {
+                toml::Value::String(s) if !s.is_empty() => s.clone(),
+                toml::Value::Boolean(b) => if *b { "y" } else { "n" }.to_string(),
+                toml::Value::Integer(i) => i.to_string(),
+                _ => {
+                    return Err(crate::exit::usage(err(
+                        &key,
+                        "must be \"y\", \"m\", \"n\", a string or a number".into(),
+                    )))
+                }
+            };
+            set.insert(symbol.to_string(), value);
+        }
+    }
+    let mut patches = Vec::new();
+    if let Some(v) = t.get("patches") {
+        let Some(list) = v.as_array() else {
+            return Err(crate::exit::usage(err("kernel.patches", "must be a list of patch files".into())));
+        };
+        for p in list {
+            let path = src.resolve_path(&text("kernel.patches", p)?);
+            if !path.is_file() {
+                return Err(crate::exit::usage(err("kernel.patches", format!("{} does not exist", path.display()))));
+            }
+            patches.push(path);
+        }
+    }
+    let req = BuildRequest { reference, source, config, set, patches };
+    crate::kernel::build::prepare(&req, kernel_cache).map_err(|e| match e.downcast_ref::<SetRejected>() {
+        Some(rejected) => crate::exit::usage(err("kernel.set", rejected.0.clone())),
+        None => err("kernel", format!("{e:#}")),
+    })
 }
 
 fn resolve_vm(src: &Source, vm: Option<&Spanned<VmKeys>>) -> Result<VmSpec> {

@@ -115,6 +115,13 @@ pub fn describe(exp: &Experiment) -> String {
                     crate::kernel::KernelSource::Debian(k) => {
                         format!("{} = {} {} ({})", k.reference, k.package.name, k.package.version, k.package.suite)
                     }
+                    crate::kernel::KernelSource::Build(b) => format!(
+                        "{} built from {}{} ({})",
+                        b.release,
+                        b.shown(),
+                        b.package.as_ref().map(|p| format!(" = {} {}", p.name, p.version)).unwrap_or_default(),
+                        if b.cached { "cached" } else { "NOT built yet: the first run builds it, which takes minutes" }
+                    ),
                 };
                 let boot = match vm.as_ref().map(|vm| vm.boot).unwrap_or_default() {
                     super::place::BootPolicy::PerVariant => "one VM for the variant",

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use documented::DocumentedFieldsOpt;
 use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize};
 use toml::Spanned;
@@ -21,22 +22,31 @@ use crate::units::{Bytes, Seconds};
 pub const MAX_REPETITIONS: u32 = 1000;
 
 /// The top level, without `[defaults]`, `[[variant]]` and `[[workload]]`.
-#[derive(Debug, Deserialize)]
+///
+/// Each field's doc comment is its row in the README's key table (generated
+/// by `cli/reference.rs`): it says what a user writes and what it means.
+#[derive(Debug, Deserialize, DocumentedFieldsOpt)]
 #[serde(deny_unknown_fields)]
 pub struct TopKeys {
+    /// The experiment's name (stored, shown by `list` and reports).
     pub name: Option<Spanned<String>>,
+    /// Free text, stored with the experiment.
     pub description: Option<String>,
+    /// Runs per variant and workload: `5`, or `{ min, max }` for adaptive repetition.
     pub repetitions: Option<Spanned<Repetitions>>,
+    /// `interleaved` (default: A B A B …), `randomized` (each round shuffled by `seed`) or `grouped`.
     pub order: Option<RunOrder>,
+    /// Seed for run order and generated content (default 1).
     pub seed: Option<u64>,
+    /// Where testbeds are built (default `/var/tmp/fslab`).
     pub workdir: Option<String>,
-    /// Variant the others are compared against (default: the first).
+    /// The variant the others are compared against (default: the first).
     pub baseline: Option<Spanned<String>>,
-    /// Equivalence band as a fraction (0.02 = ±2%).
+    /// Equivalence band as a fraction (0.02 = ±2%, the default).
     pub theta: Option<Spanned<f64>>,
-    /// Significance level.
+    /// Significance level (default 0.05).
     pub alpha: Option<Spanned<f64>>,
-    /// Monitor sampling interval (default 1s, at least 100ms).
+    /// Device and CPU sampling interval (default `1s`, at least `100ms`).
     pub sample_interval: Option<Spanned<Seconds>>,
 }
 
@@ -109,24 +119,32 @@ impl fmt::Display for RunOrder {
 
 /// A `[[variant]]`'s (or `[defaults]`') settings every filesystem kind
 /// understands; image kinds' own keys are split off first.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, DocumentedFieldsOpt)]
 #[serde(deny_unknown_fields)]
 pub struct VariantKeys {
+    /// The variant's name (letters, digits and `. _ - = +`).
     pub name: Option<Spanned<String>>,
+    /// The testbed: a filesystem kind (table below) or `dir:/path` (an existing directory).
     pub fs: Option<Spanned<String>>,
+    /// The testbed image's size (`"2GiB"`).
     pub size: Option<Spanned<Bytes>>,
+    /// Extra mkfs arguments (`["-O", "^has_journal"]`).
     pub mkfs: Option<Spanned<Vec<String>>>,
+    /// Mount options (`"noatime,mb_optimize_scan=1"`); each is read back after mounting.
     pub mount: Option<Spanned<String>>,
+    /// blk-throttle limits on the testbed's device (`{ read_bps, write_bps, read_iops, write_iops }`).
     pub throttle: Option<Spanned<Throttle>>,
-    /// The medium the testbed's image behaves like (`{ model = "sdcard" }`).
+    /// The medium the testbed's image behaves like (`{ model = "sdcard" }`; see Media models).
     pub device: Option<Spanned<toml::Value>>,
+    /// The testbed device's read-ahead in KiB.
     pub read_ahead_kb: Option<Spanned<u32>>,
+    /// The testbed device's I/O scheduler (`none`, `mq-deadline`, …).
     pub scheduler: Option<Spanned<String>>,
     /// Filesystem sysfs tunables by name (ext4 `mb_max_to_scan`, …).
     pub sysfs: Option<Spanned<BTreeMap<String, toml::Value>>>,
-    /// The kernel to boot in a VM for this variant's runs (none: the host).
+    /// The kernel to boot in a VM for this variant's runs (none: the host; see Kernels under test).
     pub kernel: Option<Spanned<toml::Value>>,
-    /// How that VM is sized and run.
+    /// How that VM is sized and run (`{ cpus, memory, accel, boot, boot_timeout, cmdline }`).
     pub vm: Option<Spanned<super::place::VmKeys>>,
 }
 
@@ -143,11 +161,15 @@ pub enum CachePolicy {
 
 /// A `[[workload]]`'s settings every kind has; the kind's own keys are
 /// parsed by the kind.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, DocumentedFieldsOpt)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadKeys {
+    /// The workload kind (table below); the kind's own keys sit beside it.
     pub kind: Option<Spanned<String>>,
+    /// The workload's name (default: its kind).
     pub name: Option<Spanned<String>>,
+    /// Longest a measured run may take before it is stopped and counted failed.
     pub timeout: Option<Spanned<Seconds>>,
+    /// `cold` (default: fresh filesystem, caches dropped before the measured part) or `warm`.
     pub cache: Option<CachePolicy>,
 }

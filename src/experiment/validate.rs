@@ -272,12 +272,6 @@ fn resolve_variant<'a>(
         }
     }
     let (kernel, vm) = super::place::resolve(src, keys.kernel.as_ref(), keys.vm.as_ref(), &kind, kernel_cache)?;
-    if let (Some(d), Some(_)) = (&keys.device, &kernel) {
-        // The guest's disk would have to be backed by the served file on the
-        // host (cache=none); until that exists, say so instead of ignoring it.
-        let msg = "media models run on the host only for now; a variant with `kernel` (a VM) cannot have one";
-        return Err(src.err(d.span(), "device", msg));
-    }
     Ok((VariantConfig { name: name_text, testbed: config, kernel, vm }, name.span(), fs_value.span()))
 }
 

@@ -321,6 +321,11 @@ impl Archive {
     }
 
     fn read_index(&self) -> Result<Vec<Package>> {
+        self.read_lists(kernel_packages)
+    }
+
+    /// The packages `parse` finds in every cached list, newest first.
+    fn read_lists(&self, parse: fn(&str, &str) -> Vec<Package>) -> Result<Vec<Package>> {
         let mut found = Vec::new();
         let dir = self.lists_dir();
         let entries = fs::read_dir(&dir).with_context(|| format!("reading {}", dir.display()))?;
@@ -328,7 +333,7 @@ impl Archive {
             let file = entry.file_name().to_string_lossy().into_owned();
             let Some(suite) = suite_of_list(&file) else { continue };
             let text = fs::read_to_string(entry.path()).with_context(|| format!("reading {}", file))?;
-            found.extend(kernel_packages(&text, suite));
+            found.extend(parse(&text, suite));
         }
         found.sort_by(|a, b| newer(b, a));
         Ok(found)
@@ -340,6 +345,14 @@ impl Archive {
         let index = self.index().map_err(ResolveError::Other)?;
         let package = pick(&index, wanted).map_err(ResolveError::NoMatch)?;
         Ok(ArchiveKernel { reference: wanted.to_string(), archive: self.root.clone(), package })
+    }
+
+    /// Refresh (when stale) and pick the `linux-source-X` package
+    /// `debian:<version>` names, for a kernel built from source.
+    pub fn resolve_source(&self, version: &str) -> std::result::Result<Package, ResolveError> {
+        self.refresh(INDEX_MAX_AGE)?;
+        let sources = self.read_lists(source_packages).map_err(ResolveError::Other)?;
+        super::build::pick_source(&sources, version).map_err(ResolveError::NoMatch)
     }
 
     /// The packages downloaded so far.
@@ -450,8 +463,44 @@ fn kernel_packages(text: &str, suite: &str) -> Vec<Package> {
     out
 }
 
+/// The kernel source packages (`linux-source-5.10`) of one `Packages`
+/// index; their series (`5.10`) goes in `abi`.
+fn source_packages(text: &str, suite: &str) -> Vec<Package> {
+    const START: &str = "Package: linux-source-";
+    let mut out = Vec::new();
+    let mut from = 0;
+    while let Some(at) = text[from..].find(START).map(|i| i + from) {
+        let end = text[at..].find("\n\n").map_or(text.len(), |i| i + at);
+        from = end;
+        if at > 0 && text.as_bytes()[at - 1] != b'\n' {
+            continue;
+        }
+        let para = &text[at..end];
+        let field = |name: &str| {
+            para.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(": "))).map(str::trim)
+        };
+        let (Some(name), Some(version), Some(sha256)) = (field("Package"), field("Version"), field("SHA256")) else {
+            continue;
+        };
+        let series = name.trim_start_matches("linux-source-");
+        if !series.split('.').all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())) {
+            continue;
+        }
+        out.push(Package {
+            name: name.to_string(),
+            version: version.to_string(),
+            suite: suite.to_string(),
+            abi: series.to_string(),
+            flavour: None,
+            size: field("Size").and_then(|s| s.parse().ok()).unwrap_or(0),
+            sha256: sha256.to_string(),
+        });
+    }
+    out
+}
+
 /// Order by Debian version, then by suite (the first listed wins a tie).
-fn newer(a: &Package, b: &Package) -> std::cmp::Ordering {
+pub(crate) fn newer(a: &Package, b: &Package) -> std::cmp::Ordering {
     let va = a.version.parse::<debversion::Version>();
     let vb = b.version.parse::<debversion::Version>();
     let by_version = match (va, vb) {
@@ -464,7 +513,7 @@ fn newer(a: &Package, b: &Package) -> std::cmp::Ordering {
 
 /// Does `value` start with the version prefix `prefix`, ending on a
 /// component boundary (6.1 matches 6.1.0-50, not 6.12.8)?
-fn has_prefix(value: &str, prefix: &str) -> bool {
+pub(crate) fn has_prefix(value: &str, prefix: &str) -> bool {
     value.strip_prefix(prefix).is_some_and(|rest| !rest.starts_with(|c: char| c.is_ascii_digit()))
 }
 

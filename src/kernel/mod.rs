@@ -19,10 +19,12 @@
 //! from its setup header ([`bzimage`]), so a garbage file fails here, before
 //! any run, with an error naming it.
 
+pub mod build;
 pub mod bzimage;
 pub mod cache;
 pub mod deb;
 pub mod debian;
+pub mod kconfig;
 pub mod stage;
 
 use std::fs::{self, File};
@@ -59,6 +61,9 @@ pub enum KernelSource {
     Deb(PathBuf),
     /// A package of Debian's archive, chosen when the file was read.
     Debian(debian::ArchiveKernel),
+    /// A kernel built from source, its config prepared and checked when
+    /// the file was read ([`build`]).
+    Build(build::KernelBuild),
 }
 
 /// A kernel ready to boot.
@@ -84,6 +89,9 @@ pub struct KernelArtifacts {
     /// The archive package it came from (`debian:` kernels).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package: Option<KernelPackage>,
+    /// How it was built (`{ source = … }` kernels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<build::KernelBuild>,
 }
 
 impl KernelSource {
@@ -136,6 +144,7 @@ impl KernelSource {
             }
             KernelSource::Deb(deb) => deb::checked_release(deb),
             KernelSource::Debian(k) => Ok(k.package.kernel_release().to_string()),
+            KernelSource::Build(b) => Ok(b.release.clone()),
         }
     }
 
@@ -145,6 +154,7 @@ impl KernelSource {
             KernelSource::Image { image, .. } => image.display().to_string(),
             KernelSource::BuildTree(p) | KernelSource::Deb(p) => p.display().to_string(),
             KernelSource::Debian(k) => k.reference.clone(),
+            KernelSource::Build(b) => b.shown(),
         }
     }
 }
@@ -162,6 +172,7 @@ pub fn resolve(source: &KernelSource, cache: &Path) -> Result<KernelArtifacts> {
             })?;
             unpacked_deb(&kernels, &deb, shown, Some(k.package.recorded()))
         }
+        KernelSource::Build(b) => build::build(b, cache),
         KernelSource::Image { image, modules, config } => {
             let release = bzimage::read_release(image)?;
             let sha256 = sha256_file(image)?;
@@ -178,6 +189,7 @@ pub fn resolve(source: &KernelSource, cache: &Path) -> Result<KernelArtifacts> {
                     sha256,
                     guest_dirs: Vec::new(),
                     package: None,
+                    build: None,
                 });
             };
             let moddir = installed_modules(modules, &release)?;
@@ -211,6 +223,7 @@ pub fn resolve(source: &KernelSource, cache: &Path) -> Result<KernelArtifacts> {
                     sha256,
                     guest_dirs: Vec::new(),
                     package: None,
+                    build: None,
                 });
             }
             let tree = fs::canonicalize(tree)?;
@@ -250,6 +263,7 @@ fn staged(
         source,
         sha256,
         package: None,
+        build: None,
     })
 }
 
@@ -284,6 +298,7 @@ fn unpacked_deb(kernels: &Path, deb: &Path, shown: String, package: Option<Kerne
         source: shown,
         sha256,
         package,
+        build: None,
     })
 }
 
@@ -371,7 +386,7 @@ pub fn sha256_file(path: &Path) -> Result<String> {
     Ok(hex(&hasher.finalize()))
 }
 
-fn sha256_str(text: &str) -> String {
+pub(crate) fn sha256_str(text: &str) -> String {
     hex(&Sha256::digest(text.as_bytes()))
 }
 

@@ -51,6 +51,17 @@ impl Evidence {
         (self.programmed_bytes + self.gc_bytes) as f64 / self.write_bytes as f64
     }
 
+    /// A run note when replies were late by more than 1% of the wall time
+    /// (the server could not keep up with `device`).
+    pub fn late_note(&self, device: &impl std::fmt::Display) -> Option<String> {
+        (self.late_s > 0.01 * self.wall_s.max(1.0)).then(|| {
+            format!(
+                "media model: replies were {:.2}s late in total (the server could not keep up with {device})",
+                self.late_s
+            )
+        })
+    }
+
     pub fn requests(&self) -> u64 {
         self.reads_by_size.iter().chain(&self.writes_by_size).sum()
     }

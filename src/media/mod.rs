@@ -19,6 +19,8 @@ pub mod hdd;
 pub mod host;
 pub mod passthrough;
 pub mod presets;
+pub mod probe;
+pub mod relay;
 pub mod serve;
 pub mod spec;
 pub mod ssd;

@@ -6,8 +6,11 @@
 //! request through unchanged (no page cache on the FUSE side) up to the
 //! negotiated `max_write`/`max_pages`; the loop device in front of it is
 //! limited to the same size ([`MAX_REQUEST`]), so the requests the model
-//! sees are the ones the block trace records. Serial media (flash, disks)
-//! are served by one thread, one request at a time; the model's clock
+//! sees are the ones the block trace records. Parallel media (ssd,
+//! passthrough) are served by several threads with asynchronous direct I/O
+//! and parallel direct writes, so the path itself is not what limits them.
+//! Serial media (flash, disks) are served by one thread, one request at a
+//! time; the model's clock
 //! (`busy_until`) makes a request that arrives while the device is busy
 //! wait for it. Reading `evidence` returns the [`Evidence`] as JSON;
 //! writing to it starts a new, paced account (`pause` stops pacing).
@@ -22,9 +25,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, Result};
 use fuser::{
-    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, KernelConfig,
-    LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
-    ReplyWrite, Request, SessionACL, TimeOrNow, WriteFlags,
+    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry,
+    ReplyOpen, ReplyWrite, Request, SessionACL, TimeOrNow, WriteFlags,
 };
 
 use super::evidence::{Evidence, Ledger};
@@ -51,6 +54,15 @@ const SPIN: Duration = Duration::from_micros(150);
 /// arrive and still count as queued behind it (FUSE's own round trip, a
 /// few hundred microseconds, more on a loaded host).
 const CATCH_UP: Duration = Duration::from_millis(2);
+/// Requests a parallel medium (ssd, passthrough) may have in flight in
+/// the kernel (`max_background`), and the server threads taking them.
+const PARALLEL_REQUESTS: u16 = 64;
+const PARALLEL_THREADS: usize = 4;
+
+thread_local! {
+    /// Each server thread's buffer for the image's reads.
+    static READ_BUFFER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
 
 struct Device {
     model: Box<dyn Model>,
@@ -167,6 +179,15 @@ impl Filesystem for MediaFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         let _ = config.set_max_write(MAX_REQUEST);
         let _ = config.set_max_readahead(MAX_REQUEST);
+        if !self.serial {
+            // The loop device submits its requests as asynchronous direct
+            // I/O; without FUSE_ASYNC_DIO the kernel turns each into a
+            // synchronous FUSE round trip, one at a time per loop worker.
+            // With it, up to `max_background` are in flight, for the
+            // server's threads to take in parallel.
+            let _ = config.add_capabilities(InitFlags::FUSE_ASYNC_DIO);
+            let _ = config.set_max_background(PARALLEL_REQUESTS);
+        }
         Ok(())
     }
 
@@ -213,6 +234,12 @@ impl Filesystem for MediaFs {
 
     fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
         match ino.0 {
+            // Parallel media also take concurrent writes: without
+            // FOPEN_PARALLEL_DIRECT_WRITES the kernel holds the inode lock
+            // across each direct write, one at a time.
+            IMAGE if !self.serial => {
+                reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO | FopenFlags::FOPEN_PARALLEL_DIRECT_WRITES)
+            }
             IMAGE | EVIDENCE => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
             _ => reply.error(Errno::EISDIR),
         }
@@ -237,14 +264,21 @@ impl Filesystem for MediaFs {
         }
         let len = u64::from(size).min(self.size.saturating_sub(offset));
         let due = self.charge(Op::Read, offset, len);
-        let mut buf = vec![0u8; len as usize];
-        match self.image.read_exact_at(&mut buf, offset) {
-            Ok(()) => {
-                self.wait(due);
-                reply.data(&buf);
+        READ_BUFFER.with_borrow_mut(|buf| {
+            // Sized (and zeroed) once per thread: a fresh 1 MiB buffer per
+            // request cost page faults and zeroing on every read.
+            if buf.len() < len as usize {
+                buf.resize(MAX_REQUEST.max(len as u32) as usize, 0);
             }
-            Err(e) => reply.error(Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))),
-        }
+            let buf = &mut buf[..len as usize];
+            match self.image.read_exact_at(buf, offset) {
+                Ok(()) => {
+                    self.wait(due);
+                    reply.data(buf);
+                }
+                Err(e) => reply.error(Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))),
+            }
+        })
     }
 
     fn write(
@@ -332,9 +366,10 @@ pub fn serve(spec: &DeviceSpec, image: &Path, mountpoint: &Path) -> Result<()> {
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName(SUBTYPE.to_string()), MountOption::Subtype(SUBTYPE.to_string())];
     config.acl = SessionACL::Owner;
-    // Serial media take one request at a time; the others get a second
-    // thread so the FUSE path is not what limits them.
-    config.n_threads = Some(if spec.serial() { 1 } else { 2 });
+    // Serial media take one request at a time; the others get several
+    // threads (each with its own cloned /dev/fuse descriptor) so the FUSE
+    // path is not what limits them.
+    config.n_threads = Some(if spec.serial() { 1 } else { PARALLEL_THREADS });
     config.clone_fd = !spec.serial();
     let target = mountpoint.to_path_buf();
     let mut signals = signal_hook::iterator::Signals::new([libc::SIGTERM, libc::SIGINT, libc::SIGHUP])

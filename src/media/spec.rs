@@ -47,6 +47,19 @@ impl DeviceSpec {
         matches!(self.params, MediaParams::Flash(_) | MediaParams::Hdd(_))
     }
 
+    /// Queue settings of the block device in front of the served image (the
+    /// host's loop device, a guest's virtio disk): requests no larger than
+    /// the server takes, so the model sees the block layer's requests whole,
+    /// and a disk model is rotational to the filesystem too (allocators and
+    /// schedulers look at the flag); flash models are not.
+    pub fn queue_settings(&self) -> [(&'static str, String); 2] {
+        let rotational = matches!(self.params, MediaParams::Hdd(_));
+        [
+            ("max_sectors_kb", (super::serve::MAX_REQUEST / 1024).to_string()),
+            ("rotational", if rotational { "1" } else { "0" }.to_string()),
+        ]
+    }
+
     /// Parse a `device` value (an inline table). Errors are the message
     /// only; the caller names file, line and key.
     pub fn parse(value: &toml::Value) -> Result<DeviceSpec, (String, String)> {

@@ -34,19 +34,40 @@ pub struct GuestRun {
     pub sample_interval: Duration,
     /// The testbed disk in the guest (`/dev/vda`).
     pub device: Option<PathBuf>,
+    /// The disk is served through a media model on the host: where to ask
+    /// for its account (the exchange directory).
+    #[serde(default)]
+    pub media_relay: Option<PathBuf>,
 }
 
 /// The `run` handler: one run, its record as JSON. A failed run is a
 /// record with status `failed`, not an error; an error means the request
 /// itself was broken.
 pub fn handle(body: Value) -> Result<Value> {
-    let request: GuestRun = serde_json::from_value(body).context("the run request is not a guest run")?;
+    let mut request: GuestRun = serde_json::from_value(body).context("the run request is not a guest run")?;
+    if let (Some(spec), Some(device)) = (request.variant.testbed.device.take(), &request.device) {
+        // The host serves this disk through the model (`VmConfig::disk_media`,
+        // its evidence taken there): here it is an ordinary disk, shaped
+        // like the host's loop device in front of a served image.
+        let name = crate::sys::blockdev::kernel_name(device)?;
+        let hw_limit = std::fs::read_to_string(format!("/sys/block/{name}/queue/max_hw_sectors_kb"))
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok());
+        for (key, mut value) in spec.queue_settings() {
+            if let (Some(limit), Ok(wanted)) = (hw_limit.filter(|_| key == "max_sectors_kb"), value.parse::<u64>()) {
+                value = wanted.min(limit).to_string();
+            }
+            crate::testbed::tuning::set_queue(&name, key, &value)
+                .with_context(|| format!("shaping the testbed disk for the media model {spec}"))?;
+        }
+    }
     let mut workload = request.workload.build(request.seed);
     let env = RunEnv {
         workdir: PathBuf::from(GUEST_WORKDIR),
         cache_dir: request.cache_dir.clone(),
         sample_interval: request.sample_interval,
         device: request.device.clone(),
+        media_relay: request.media_relay.clone(),
     };
     let mut record = match workload
         .prepare_inputs(&request.cache_dir)

@@ -22,6 +22,8 @@ use crate::testbed::Testbed;
 pub struct Watch<'a> {
     pub testbed: &'a Testbed,
     pub interval: Duration,
+    /// In a guest: where to ask for the host-served disk's media account.
+    pub media_relay: Option<&'a std::path::Path>,
 }
 
 /// One kind of evidence collected beside the measured part.
@@ -96,23 +98,25 @@ impl RunMonitor for Media {
     }
 
     fn start(&mut self, watch: &Watch) -> Result<()> {
-        match &watch.testbed.media {
-            Some(server) => server.reset_evidence(),
-            None => Ok(()),
+        match (&watch.testbed.media, watch.media_relay) {
+            (Some(server), _) => server.reset_evidence(),
+            (None, Some(exchange)) => crate::media::relay::guest_start(exchange),
+            (None, None) => Ok(()),
         }
     }
 
     fn stop(&mut self, watch: &Watch, record: &mut RunRecord) -> Result<()> {
-        let Some(server) = &watch.testbed.media else { return Ok(()) };
-        let evidence = server.evidence()?;
-        server.pause()?;
+        let (evidence, device) = match (&watch.testbed.media, watch.media_relay) {
+            (Some(server), _) => {
+                let evidence = server.evidence()?;
+                server.pause()?;
+                (evidence, server.spec.to_string())
+            }
+            (None, Some(exchange)) => (crate::media::relay::guest_stop(exchange)?, "the host's model".to_string()),
+            (None, None) => return Ok(()),
+        };
         record.metrics.extend(evidence.metrics());
-        if evidence.late_s > 0.01 * evidence.wall_s.max(1.0) {
-            record.notes.push(format!(
-                "media model: replies were {:.2}s late in total (the server could not keep up with {})",
-                evidence.late_s, server.spec
-            ));
-        }
+        record.notes.extend(evidence.late_note(&device));
         Ok(())
     }
 }

@@ -96,6 +96,7 @@ impl KernelVms {
                     config: k.config.as_deref().and_then(|p| KernelConfig::read_text(p).ok()),
                     vm: v.vm.as_ref().and_then(|spec| serde_json::to_value(spec).ok()),
                     package: k.package.clone(),
+                    build: k.build.clone(),
                     ..VariantKernel::default()
                 },
                 None => VariantKernel {
@@ -131,6 +132,7 @@ impl KernelVms {
                 cache_dir: exp.cache_dir(),
                 sample_interval: exp.sample_interval,
                 device: opts.device.as_ref().map(|d| d.path.clone()),
+                media_relay: None,
             };
             return single::execute(&env, planned, variant, config, workload);
         }
@@ -176,12 +178,14 @@ impl KernelVms {
             cache_dir: exp.cache_dir(),
             sample_interval: exp.sample_interval,
             device: session.disk().map(|d| PathBuf::from(&d.device)),
+            media_relay: session.media_relay().map(Path::to_path_buf),
         };
         let timeout = config.timeout.unwrap_or(single::DEFAULT_TIMEOUT) + VM_RUN_SLACK;
         let answer = serde_json::to_value(&request)
             .map_err(anyhow::Error::from)
             .and_then(|body| session.request_with_timeout(RUN, body, timeout))
             .and_then(|reply| serde_json::from_value::<RunRecord>(reply).context("the guest's run record"));
+
         let summary = session.summary();
         let instructions = session.take_instructions();
         let mut record = match answer {
@@ -290,6 +294,7 @@ fn vm_config(exp: &Experiment, variant: &VariantConfig, spec: &crate::experiment
         request_timeout: VM_RUN_SLACK,
         kernel_args: spec.cmdline.clone(),
         agent: None,
+        disk_media: variant.testbed.device.clone(),
     }
 }
 

@@ -28,6 +28,10 @@ pub struct RunEnv {
     pub sample_interval: Duration,
     /// Format this block device instead of a loop-mounted image.
     pub device: Option<std::path::PathBuf>,
+    /// In a guest whose disk the host serves through a media model: where
+    /// to ask for the model's account ([`crate::media::relay`]).
+    #[serde(default)]
+    pub media_relay: Option<std::path::PathBuf>,
 }
 
 pub fn execute(
@@ -103,7 +107,7 @@ fn measure(
             crate::sys::caches::drop_caches()?;
             workload.warm_inputs()?;
         }
-        let watch = Watch { testbed: &bed, interval: env.sample_interval };
+        let watch = Watch { testbed: &bed, interval: env.sample_interval, media_relay: env.media_relay.as_deref() };
         let monitors = monitors::start_all(&watch, record);
         // The guest's instruction count covers exactly the workload's measured part.
         let result = crate::vm::icount::measured(|| workload.run(&ctx(Instant::now() + timeout)));

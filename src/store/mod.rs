@@ -232,7 +232,7 @@ const MAX_RETRIES: u32 = 30;
 impl Store {
     /// Opens the store at `loc`, creating it if it does not exist, and
     /// brings its schema up to date. For commands that write results
-    /// (`run`, `quickstart`, `merge -o`); readers use [`Store::open_existing`].
+    /// (`run`, `quickstart`, `merge --into`); readers use [`Store::open_existing`].
     ///
     /// `loc` is a [`StoreLocation`] or a path (a path spelling a
     /// `postgres://` URL is one). Fails with a clear error if the database
@@ -271,7 +271,7 @@ impl Store {
                     // A mistyped --db is a usage error (2), like any bad argument.
                     return Err(crate::exit::usage(anyhow::anyhow!(
                         "{name} does not exist (check --db or FSLAB_DB; only `fslab run`, `fslab quickstart` \
-                         and `fslab merge -o` create a store)"
+                         and `fslab merge --into` create a store)"
                     )));
                 }
                 let flags = if create == Create::Yes {

@@ -414,7 +414,7 @@ pub(crate) fn user_version(conn: &Connection) -> rusqlite::Result<u32> {
 
 /// Error text for opening a database that holds no store where one must exist.
 pub(crate) fn no_store(loc: &str) -> String {
-    format!("{loc} holds no fslab store (only `fslab run`, `fslab quickstart` and `fslab merge -o` create one)")
+    format!("{loc} holds no fslab store (only `fslab run`, `fslab quickstart` and `fslab merge --into` create one)")
 }
 
 /// Brings an SQLite database from its current version up to `target`;

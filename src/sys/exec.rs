@@ -28,6 +28,8 @@ pub enum RunError {
     Io(std::io::Error),
     /// The command did not finish before the deadline and was killed.
     TimedOut,
+    /// fslab was asked to stop (SIGINT/SIGTERM) and killed the command.
+    Interrupted,
 }
 
 impl std::fmt::Display for RunError {
@@ -36,6 +38,7 @@ impl std::fmt::Display for RunError {
             RunError::NotFound => write!(f, "not installed"),
             RunError::Io(e) => write!(f, "{e}"),
             RunError::TimedOut => write!(f, "timed out"),
+            RunError::Interrupted => write!(f, "interrupted"),
         }
     }
 }
@@ -84,6 +87,31 @@ pub fn run(program: &str, args: &[&str], timeout: Duration) -> Result<Output, Ru
 
 /// Like [`run`], in working directory `dir` when given.
 pub fn run_in(program: &str, args: &[&str], dir: Option<&Path>, timeout: Duration) -> Result<Output, RunError> {
+    run_with(program, args, &RunIn { dir, timeout, ..RunIn::default() })
+}
+
+/// Where and how long a tool runs, for [`run_with`].
+#[derive(Debug, Clone)]
+pub struct RunIn<'a> {
+    /// Working directory (default: fslab's).
+    pub dir: Option<&'a Path>,
+    /// Extra environment variables.
+    pub env: &'a [(&'a str, &'a std::ffi::OsStr)],
+    pub timeout: Duration,
+    /// Kill the command when fslab is asked to stop (SIGINT/SIGTERM), for
+    /// long commands such as a user's build.
+    pub cancellable: bool,
+}
+
+impl Default for RunIn<'_> {
+    fn default() -> Self {
+        RunIn { dir: None, env: &[], timeout: DEFAULT_TIMEOUT, cancellable: false }
+    }
+}
+
+/// Run `program args…` as [`run`] does, with the settings of `how`.
+pub fn run_with(program: &str, args: &[&str], how: &RunIn) -> Result<Output, RunError> {
+    let timeout = how.timeout;
     let mut cmd = Command::new(resolve(program));
     cmd.args(args)
         .stdin(Stdio::null())
@@ -91,7 +119,10 @@ pub fn run_in(program: &str, args: &[&str], dir: Option<&Path>, timeout: Duratio
         .stderr(Stdio::piped())
         // Tools localise their messages; we parse them.
         .env("LC_ALL", "C");
-    if let Some(d) = dir {
+    for (key, value) in how.env {
+        cmd.env(key, value);
+    }
+    if let Some(d) = how.dir {
         cmd.current_dir(d);
     }
     let mut child = match cmd.spawn() {
@@ -125,6 +156,11 @@ pub fn run_in(program: &str, args: &[&str], dir: Option<&Path>, timeout: Duratio
                     let _ = child.kill();
                     let _ = child.wait();
                     return Err(RunError::TimedOut);
+                }
+                if how.cancellable && super::signals::cancelled() {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(RunError::Interrupted);
                 }
                 thread::sleep(Duration::from_millis(5));
             }

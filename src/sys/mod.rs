@@ -5,6 +5,7 @@ pub mod blockdev;
 pub mod caches;
 pub mod contain;
 pub mod exec;
+pub mod forked;
 pub mod identity;
 pub mod marker;
 pub mod modules;

@@ -284,12 +284,9 @@ impl Testbed {
         self.loop_attached = true;
         self.device = Some(dev.clone());
         let name = blockdev::kernel_name(&dev)?;
-        let kb = (crate::media::serve::MAX_REQUEST / 1024).to_string();
-        tuning::set_queue(&name, "max_sectors_kb", &kb)?;
-        // A disk model is a rotating disk to the filesystem too (allocators
-        // and schedulers look at this flag); flash models are not.
-        let rotational = matches!(spec.params, crate::media::spec::MediaParams::Hdd(_));
-        if let Err(e) = tuning::set_queue(&name, "rotational", if rotational { "1" } else { "0" }) {
+        let [(size_key, size), (rotational_key, rotational)] = spec.queue_settings();
+        tuning::set_queue(&name, size_key, &size)?;
+        if let Err(e) = tuning::set_queue(&name, rotational_key, &rotational) {
             self.notes.push(format!("media model: could not set the loop device's rotational flag: {e:#}"));
         }
         Ok(dev)

@@ -103,6 +103,10 @@ pub struct VmConfig {
     pub kernel_args: Vec<String>,
     /// The fslab binary the guest runs; None: this process's own executable.
     pub agent: Option<PathBuf>,
+    /// Serve the testbed disk through this media model: the disk's image is
+    /// served on the host by `fslab media-serve` and QEMU opens the served
+    /// file, so every guest request reaches the model.
+    pub disk_media: Option<crate::media::DeviceSpec>,
 }
 
 impl Default for VmConfig {
@@ -118,6 +122,7 @@ impl Default for VmConfig {
             request_timeout: Duration::from_secs(600),
             kernel_args: Vec::new(),
             agent: None,
+            disk_media: None,
         }
     }
 }

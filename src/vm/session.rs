@@ -29,6 +29,8 @@ use super::kinds::probe::GuestFacts;
 use super::protocol::{self, Ready, Reply, Request, Response, SessionInfo, READY_FILE, SESSION_FILE, SHUTDOWN};
 use super::{console, hidden_in_guest, icount, kvm, tools, Accel, VmConfig, TCG_WARNING};
 use crate::kernel::KernelArtifacts;
+use crate::media::host::MediaServer;
+use crate::media::relay::Relay;
 use crate::sys::contain::{kill_group, spawn_contained};
 use crate::sys::signals::cancelled;
 use crate::testbed::cgroup;
@@ -143,6 +145,8 @@ pub struct GuestDisk {
     pub size_bytes: u64,
     /// Its device in the guest (`/dev/vda`), as the agent found it.
     pub device: String,
+    /// `image` is a media server's file (see [`VmConfig::disk_media`]).
+    pub served: bool,
 }
 
 /// A booted VM whose agent answers requests. Dropping it kills the VM and
@@ -156,6 +160,10 @@ pub struct VmSession {
     cgroup: Option<PathBuf>,
     child: Option<Child>,
     disk: Option<GuestDisk>,
+    /// The media server the disk is served by; stopped after the VM.
+    media: Option<MediaServer>,
+    /// Answers the guest's requests for the server's account.
+    relay: Option<Relay>,
     accel: Accel,
     cpus: u32,
     memory_mib: u64,
@@ -227,6 +235,8 @@ impl VmSession {
             cgroup: None,
             child: None,
             disk: None,
+            media: None,
+            relay: None,
             accel: Accel::Tcg,
             cpus: config.cpus,
             memory_mib: config.memory_mib,
@@ -258,7 +268,17 @@ impl VmSession {
         let procs = session.cgroup.as_ref().map(|c| c.join("cgroup.procs"));
 
         if let Some(bytes) = config.disk_bytes {
-            session.disk = Some(create_disk(&dir.join("disk.img"), bytes)?);
+            let mut disk = create_disk(&dir.join("disk.img"), bytes)?;
+            if let Some(spec) = &config.disk_media {
+                // Up before QEMU opens the disk; torn down after QEMU is gone.
+                crate::sys::modules::ensure_loaded("fuse")?;
+                let server = MediaServer::start(spec, &disk.image, &dir.join("media"))?;
+                disk.image = server.image();
+                disk.served = true;
+                session.relay = Some(Relay::spawn(&exchange, &server.mountpoint)?);
+                session.media = Some(server);
+            }
+            session.disk = Some(disk);
         }
 
         session.accel = match config.accel {
@@ -429,6 +449,12 @@ impl VmSession {
         self.disk.as_ref()
     }
 
+    /// Where the guest asks for the served disk's account
+    /// ([`crate::media::relay`]): the exchange directory, if the disk is served.
+    pub fn media_relay(&self) -> Option<&Path> {
+        self.relay.as_ref().map(|_| self.exchange.as_path())
+    }
+
     /// The guest instructions of the last run's measured part (see
     /// [`icount`]), taken once; None without the plugin or when the run did
     /// not reach its end.
@@ -529,6 +555,15 @@ impl VmSession {
                 errors.push(format!("{e:#}"));
             }
         }
+        // QEMU, which held the served file, is gone: unmount and stop.
+        self.relay = None;
+        if let Some(mut server) = self.media.take() {
+            if let Err(e) = server.stop() {
+                errors.push(format!("{e:#}"));
+                // Keep the directory (and the mount in it) for `fslab cleanup`.
+                bail!("VM teardown: {}", errors.join("; "));
+            }
+        }
         if self.dir.exists() {
             if let Err(e) = fs::remove_dir_all(&self.dir) {
                 errors.push(format!("removing {}: {e}", self.dir.display()));
@@ -580,6 +615,7 @@ fn create_disk(path: &Path, bytes: u64) -> Result<GuestDisk> {
         serial: DISK_SERIAL.to_string(),
         size_bytes: bytes,
         device: String::new(),
+        served: false,
     })
 }
 
@@ -693,11 +729,21 @@ fn virtme_args(a: &VirtmeArgs) -> Vec<String> {
         args.extend(["-plugin".into(), plugin.into()]);
     }
     if let Some(disk) = a.disk {
+        // A served disk takes QEMU's thread pool: without FUSE_ASYNC_DIO (the
+        // serial media) io_submit on the FUSE file waits for the reply, which
+        // would stall QEMU's event loop for the model's whole latency.
+        // And no merging in QEMU, and no write-zeroes command (QEMU would
+        // turn it into zero writes the guest's block trace never sees as
+        // writes; without it the guest writes zeroes itself, as on the
+        // host's loop device): the model sees the guest block layer's
+        // requests, as the guest's block trace records them.
+        let (aio, device_opts) =
+            if disk.served { ("threads", ",request-merging=off,write-zeroes=off") } else { ("native", "") };
         args.extend([
             "-drive".into(),
-            format!("file={},if=none,id=fslab-tb,format=raw,cache=none,aio=native", disk.image.display()),
+            format!("file={},if=none,id=fslab-tb,format=raw,cache=none,aio={aio}", disk.image.display()),
             "-device".into(),
-            format!("virtio-blk-pci,drive=fslab-tb,serial={}", disk.serial),
+            format!("virtio-blk-pci,drive=fslab-tb,serial={}{device_opts}", disk.serial),
         ]);
     }
     args
@@ -722,6 +768,7 @@ mod tests {
             serial: DISK_SERIAL.into(),
             size_bytes: 1 << 30,
             device: String::new(),
+            served: false,
         };
         let ro = vec!["/var/tmp/k".to_string()];
         let kargs = vec!["panic=1".to_string()];
@@ -784,6 +831,7 @@ mod tests {
             sha256: String::new(),
             guest_dirs: vec!["/var/tmp/c/kernels/x".into()],
             package: None,
+            build: None,
         };
         let config = VmConfig::default();
         let dirs = guest_ro_dirs(&config, &kernel, Path::new("/usr/bin/fslab"), Path::new("/var/tmp/w/s")).unwrap();

@@ -5,7 +5,8 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+
+use crate::sys::exec;
 
 /// Where fslab's own copies of the VM tools live unless `FSLAB_TOOLS` says otherwise.
 pub const DEFAULT_TOOLS_PREFIX: &str = "/var/lib/fslab/tools";
@@ -32,20 +33,17 @@ fn any(_: &Path) -> bool {
 /// The Rust virtiofsd takes `--shared-dir`; QEMU's old C daemon (Debian's
 /// `/usr/lib/qemu/virtiofsd`) takes `-o source=` and virtme-ng cannot drive it.
 fn rust_virtiofsd(path: &Path) -> bool {
-    Command::new(path)
-        .arg("--help")
-        .stdin(Stdio::null())
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("--shared-dir"))
+    path.to_str()
+        .and_then(|p| exec::run(p, &["--help"], exec::DEFAULT_TIMEOUT).ok())
+        .is_some_and(|o| o.stdout.contains("--shared-dir"))
 }
 
 /// virtme-ng builds an initramfs with busybox when modules must be loaded
 /// early; it has to be static to run in there.
 fn static_busybox(path: &Path) -> bool {
-    Command::new("file").arg("-L").arg(path).stdin(Stdio::null()).output().is_ok_and(|o| {
-        let out = String::from_utf8_lossy(&o.stdout);
-        out.contains("statically linked") || out.contains("static-pie linked")
-    })
+    path.to_str()
+        .and_then(|p| exec::run("file", &["-L", p], exec::DEFAULT_TIMEOUT).ok())
+        .is_some_and(|o| o.stdout.contains("statically linked") || o.stdout.contains("static-pie linked"))
 }
 
 const INSTALL_SCRIPT: &str = "run `sudo scripts/install-vm-tools`";

@@ -43,9 +43,6 @@ use std::fs;
 use std::ops::Range;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::sync::mpsc;
-use std::thread;
-use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -58,7 +55,7 @@ use super::content::{self, ContentReader, Style};
 use super::{check, BuildEnv, Kind, RunContext, Workload};
 use crate::keys::Source;
 use crate::metric::Metric;
-use crate::sys::signals::cancelled;
+use crate::sys::forked;
 
 /// Most reader processes a level may run.
 const MAX_READERS: i64 = 256;
@@ -279,25 +276,21 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 /// Exit codes of a reader process.
 const EXIT_OPEN: i32 = 2;
 const EXIT_MMAP: i32 = 3;
-const EXIT_CGROUP: i32 = 4;
 
-/// The body of a forked reader. Only system calls and reads of memory
-/// prepared before the fork: no allocation, no locks, no panics.
+/// One reader's share of the tree.
+struct Share<'a> {
+    jobs: &'a [ReadJob],
+    page: usize,
+}
+
+/// The body of a forked reader (see [`crate::sys::forked::run`]). Only
+/// system calls and reads of memory prepared before the fork: no
+/// allocation, no locks, no panics.
 ///
 /// # Safety
 /// Must only be called in a freshly forked child, which then `_exit`s.
-unsafe fn reader_child(jobs: &[ReadJob], page: usize, procs: Option<&CString>) -> i32 {
-    if let Some(procs) = procs {
-        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 {
-            return EXIT_CGROUP;
-        }
-        let written = libc::write(fd, b"0\n".as_ptr().cast(), 2);
-        libc::close(fd);
-        if written < 0 {
-            return EXIT_CGROUP;
-        }
-    }
+unsafe fn reader_child(share: &Share) -> i32 {
+    let (jobs, page) = (share.jobs, share.page);
     let mut sum: u8 = 0;
     for job in jobs {
         let fd = libc::open(job.path.as_ptr(), libc::O_RDONLY | libc::O_CLOEXEC);
@@ -342,99 +335,23 @@ fn run_readers(ctx: &RunContext, shares: &[Vec<ReadJob>]) -> Result<Vec<f64>> {
         Some(p) => Some(CString::new(p.as_os_str().as_bytes()).context("cgroup path")?),
         None => None,
     };
-    let (tx, rx) = mpsc::channel::<(usize, libc::c_int, libc::c_int, Duration)>();
-    let mut pids: Vec<libc::pid_t> = Vec::new();
-    let kill_all = |pids: &[libc::pid_t]| {
-        for &pid in pids {
-            // SAFETY: signalling our own child; ESRCH is harmless.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-        }
+    let shares: Vec<Share> = shares.iter().map(|jobs| Share { jobs, page }).collect();
+    let n = shares.len();
+    let stop = forked::deadline_or_signal(ctx.deadline());
+    let failed = |k: usize, ended: forked::Ended| {
+        let why = match ended {
+            forked::Ended::Exited(EXIT_OPEN) => "could not open a file".to_string(),
+            forked::Ended::Exited(EXIT_MMAP) => "could not mmap a file".to_string(),
+            forked::Ended::Exited(forked::EXIT_CGROUP) => "could not join the testbed's cgroup".to_string(),
+            forked::Ended::Exited(code) => format!("exited with code {code}"),
+            forked::Ended::Signalled(_) => "was killed by a signal".to_string(),
+        };
+        anyhow::anyhow!("coldstart reader {} of {n} {why}", k + 1)
     };
-    let start = Instant::now();
-    let mut spawn_error = None;
-    for (k, share) in shares.iter().enumerate() {
-        // SAFETY: the child only runs `reader_child` (system calls and
-        // reads of memory allocated before the fork) and then `_exit`s.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            unsafe {
-                let code = reader_child(share, page, procs.as_ref());
-                libc::_exit(code);
-            }
-        }
-        if pid < 0 {
-            spawn_error =
-                Some(anyhow::Error::from(std::io::Error::last_os_error()).context("forking a coldstart reader"));
-            break;
-        }
-        pids.push(pid);
-        let tx = tx.clone();
-        // Reap on a thread so each completion time is taken when it happens.
-        let waiter = thread::Builder::new().name(format!("coldstart-wait-{k}")).spawn(move || {
-            let mut status = 0;
-            // SAFETY: wait4 on our own child with valid out-pointers.
-            let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-            let rc = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
-            let _ = tx.send((k, rc, status, start.elapsed()));
-        });
-        if let Err(e) = waiter {
-            // SAFETY: kill and reap our own child synchronously.
-            unsafe {
-                libc::kill(pid, libc::SIGKILL);
-                libc::waitpid(pid, std::ptr::null_mut(), 0);
-            }
-            pids.pop();
-            spawn_error = Some(anyhow::Error::from(e).context("starting a reader's waiter thread"));
-            break;
-        }
-    }
-    drop(tx);
-    let mut times: Vec<Option<f64>> = vec![None; shares.len()];
-    let mut failure: Option<anyhow::Error> = spawn_error;
-    if failure.is_some() {
-        kill_all(&pids);
-    }
-    let mut received = 0;
-    while received < pids.len() {
-        match rx.recv_timeout(Duration::from_millis(20)) {
-            Ok((k, rc, status, elapsed)) => {
-                received += 1;
-                let ok = rc >= 0 && libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0;
-                if ok {
-                    times[k] = Some(elapsed.as_secs_f64());
-                } else if failure.is_none() {
-                    let why = match (rc >= 0 && libc::WIFEXITED(status)).then(|| libc::WEXITSTATUS(status)) {
-                        Some(EXIT_OPEN) => "could not open a file".to_string(),
-                        Some(EXIT_MMAP) => "could not mmap a file".to_string(),
-                        Some(EXIT_CGROUP) => "could not join the testbed's cgroup".to_string(),
-                        Some(code) => format!("exited with code {code}"),
-                        None => "was killed by a signal".to_string(),
-                    };
-                    failure = Some(anyhow::anyhow!("coldstart reader {} of {} {why}", k + 1, shares.len()));
-                    kill_all(&pids);
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                let timed_out = ctx.deadline().is_some_and(|d| Instant::now() >= d);
-                if failure.is_none() && (timed_out || cancelled()) {
-                    failure = Some(anyhow::anyhow!(if timed_out {
-                        "coldstart readers timed out and were killed"
-                    } else {
-                        "coldstart interrupted"
-                    }));
-                    kill_all(&pids);
-                }
-            }
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                failure.get_or_insert_with(|| anyhow::anyhow!("lost track of the coldstart readers"));
-                break;
-            }
-        }
-    }
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    times.into_iter().map(|t| t.context("a coldstart reader reported no time")).collect()
+    // SAFETY: `reader_child` only makes system calls and reads the shares,
+    // which were built before the fork.
+    let exits = unsafe { forked::run("coldstart readers", &shares, procs.as_ref(), reader_child, &stop, &failed)? };
+    Ok(exits.iter().map(|e| e.elapsed.as_secs_f64()).collect())
 }
 
 impl Workload for Coldstart {

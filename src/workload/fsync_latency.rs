@@ -19,9 +19,9 @@
 use std::ffi::CString;
 use std::ops::Range;
 use std::os::unix::ffi::OsStrExt;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, Context, Result};
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
@@ -29,7 +29,7 @@ use super::{check, BuildEnv, Kind, RunContext, Workload};
 use crate::keys::Source;
 use crate::metric::Metric;
 use crate::stats::percentile::LatencyPercentiles;
-use crate::sys::signals::cancelled;
+use crate::sys::forked;
 use crate::units::Bytes;
 
 /// The file the writer appends to, inside the testbed.
@@ -86,7 +86,6 @@ pub struct FsyncLatency {
 
 /// Exit codes of the writer; the failing call's errno is in the last slot
 /// of the shared mapping.
-const EXIT_CGROUP: i32 = 2;
 const EXIT_OPEN: i32 = 3;
 const EXIT_WRITE: i32 = 4;
 const EXIT_FSYNC: i32 = 5;
@@ -132,24 +131,27 @@ impl Drop for SharedSlots {
     }
 }
 
-/// The writer. Only system calls and writes into memory prepared before
-/// the fork: no allocation, no locks, no panics.
+/// What the writer needs, all allocated before the fork.
+struct WriterJob<'a> {
+    path: &'a CString,
+    block: &'a [u8],
+    appends: usize,
+    slots: *mut u64,
+}
+
+/// The writer (see [`crate::sys::forked::run`]). Only system calls and
+/// writes into memory prepared before the fork: no allocation, no locks,
+/// no panics.
 ///
 /// # Safety
 /// Must only be called in a freshly forked child, which then `_exit`s.
-unsafe fn writer_child(path: &CString, block: &[u8], appends: usize, slots: *mut u64, procs: Option<&CString>) -> i32 {
+unsafe fn writer_child(job: &WriterJob) -> i32 {
+    let WriterJob { path, block, appends, slots } = *job;
     let errno_slot = slots.add(appends);
     let fail = |code: i32| {
         *errno_slot = std::io::Error::last_os_error().raw_os_error().unwrap_or(0) as u64;
         code
     };
-    if let Some(procs) = procs {
-        let fd = libc::open(procs.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        if fd < 0 || libc::write(fd, b"0\n".as_ptr().cast(), 2) < 0 {
-            return fail(EXIT_CGROUP);
-        }
-        libc::close(fd);
-    }
     let flags = libc::O_WRONLY | libc::O_CREAT | libc::O_TRUNC | libc::O_APPEND | libc::O_CLOEXEC;
     let fd = libc::open(path.as_ptr(), flags, 0o644);
     if fd < 0 {
@@ -189,53 +191,30 @@ impl FsyncLatency {
             None => None,
         };
         let block = vec![0xa5u8; self.params.append_size as usize];
-        let start = Instant::now();
-        // SAFETY: the child only runs `writer_child` (system calls into
-        // memory allocated before the fork) and then `_exit`s.
-        let pid = unsafe { libc::fork() };
-        if pid == 0 {
-            unsafe { libc::_exit(writer_child(&cpath, &block, appends, slots.ptr, procs.as_ref())) }
-        }
-        if pid < 0 {
-            return Err(std::io::Error::last_os_error()).context("forking the fsync-latency writer");
-        }
-        let status = loop {
-            let mut status = 0;
-            // SAFETY: non-blocking wait on our own child.
-            let rc = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
-            if rc == pid {
-                break status;
+        let job = WriterJob { path: &cpath, block: &block, appends, slots: slots.ptr };
+        let stop = forked::deadline_or_signal(ctx.deadline());
+        let errno = || std::io::Error::from_raw_os_error(slots.values()[appends] as i32);
+        let failed = |_, ended| match ended {
+            forked::Ended::Exited(forked::EXIT_CGROUP) => {
+                anyhow!("fsync-latency writer could not join the testbed's cgroup")
             }
-            if rc < 0 {
-                return Err(std::io::Error::last_os_error()).context("waiting for the fsync-latency writer");
+            forked::Ended::Exited(EXIT_OPEN) => {
+                anyhow!("fsync-latency writer could not create {}: {}", path.display(), errno())
             }
-            let timed_out = ctx.deadline().is_some_and(|d| Instant::now() >= d);
-            if timed_out || cancelled() {
-                // SAFETY: killing and reaping our own child.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                    libc::waitpid(pid, &mut status, 0);
-                }
-                bail!("fsync-latency writer {}", if timed_out { "timed out and was killed" } else { "interrupted" });
+            forked::Ended::Exited(EXIT_WRITE) => {
+                anyhow!("fsync-latency writer could not append to {}: {}", path.display(), errno())
             }
-            std::thread::sleep(Duration::from_millis(5));
+            forked::Ended::Exited(EXIT_FSYNC) => anyhow!("fsync of {} failed: {}", path.display(), errno()),
+            forked::Ended::Exited(code) => anyhow!("fsync-latency writer exited with {code}"),
+            forked::Ended::Signalled(signal) => anyhow!("fsync-latency writer was killed by signal {signal}"),
         };
-        let wall = start.elapsed();
-        if !libc::WIFEXITED(status) {
-            bail!("fsync-latency writer was killed by signal {}", libc::WTERMSIG(status));
-        }
-        let errno = std::io::Error::from_raw_os_error(slots.values()[appends] as i32);
-        match libc::WEXITSTATUS(status) {
-            0 => Ok(wall),
-            EXIT_CGROUP => bail!("fsync-latency writer could not join the testbed's cgroup: {errno}"),
-            EXIT_OPEN => bail!("fsync-latency writer could not create {}: {errno}", path.display()),
-            EXIT_WRITE => bail!("fsync-latency writer could not append to {}: {errno}", path.display()),
-            EXIT_FSYNC => bail!("fsync of {} failed: {errno}", path.display()),
-            code => bail!("fsync-latency writer exited with {code}"),
-        }
+        // SAFETY: `writer_child` only makes system calls and writes into the
+        // shared slots, all set up before the fork.
+        let exits =
+            unsafe { forked::run("fsync-latency writer", &[job], procs.as_ref(), writer_child, &stop, &failed)? };
+        Ok(exits[0].elapsed)
     }
 }
-
 impl Workload for FsyncLatency {
     fn kind(&self) -> &'static str {
         FsyncLatencyParams::NAME
@@ -271,6 +250,8 @@ impl Workload for FsyncLatency {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
 
     #[test]

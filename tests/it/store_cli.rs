@@ -91,7 +91,7 @@ fn list_json_and_merge_twice() {
     assert_eq!(out.matches("\"id\":").count(), 1, "{out}");
 
     let merge = |extra: &[&str]| {
-        let mut args = vec!["merge", a.to_str().unwrap(), b.to_str().unwrap(), "-o", all.to_str().unwrap()];
+        let mut args = vec!["merge", a.to_str().unwrap(), b.to_str().unwrap(), "--into", all.to_str().unwrap()];
         args.extend_from_slice(extra);
         fslab(&args)
     };
@@ -112,12 +112,14 @@ fn list_json_and_merge_twice() {
     let c = dir.path().join("c.db");
     std::fs::copy(&a, &c).unwrap();
     rusqlite::Connection::open(&c).unwrap().execute_batch("UPDATE metrics SET value = 42").unwrap();
+    // (`-o`, the old spelling of `--into`, still works and says so.)
     let (ok, _, err) = fslab(&["merge", c.to_str().unwrap(), "-o", all.to_str().unwrap()]);
     assert!(!ok);
     assert!(err.contains("stored ok in both with different content"), "{err}");
+    assert!(err.contains("note: `-o` is now --into"), "{err}");
     // A typo in a source creates no target.
     let fresh = dir.path().join("fresh.db");
-    let (ok, _, err) = fslab(&["merge", "nope.db", "-o", fresh.to_str().unwrap()]);
+    let (ok, _, err) = fslab(&["merge", "nope.db", "--into", fresh.to_str().unwrap()]);
     assert!(!ok && err.contains("nope.db does not exist"), "{err}");
     assert!(!fresh.exists());
 }
@@ -156,7 +158,7 @@ fn db_takes_a_postgres_url() {
     store_with_runs(&a, 2, 1.0);
     let (ok, _, err) = fslab(&["list", "--db", &db_url]);
     assert!(!ok && err.contains("holds no fslab store"), "{err}");
-    let (ok, _, err) = fslab(&["merge", a.to_str().unwrap(), "-o", &db_url]);
+    let (ok, _, err) = fslab(&["merge", a.to_str().unwrap(), "--into", &db_url]);
     assert!(ok, "{err}");
     let out = Command::new(fslab_bin()).args(["list"]).env("FSLAB_DB", &db_url).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);

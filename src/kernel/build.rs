@@ -1,0 +1,761 @@
+//! Kernels built from source with the config a case needs:
+//! `kernel = { source = "debian:5.10", config = "minimal", set = {…}, patches = […] }`.
+//!
+//! Two steps, so a bad `set` fails when the file is read, before any run:
+//!
+//! 1. [`prepare`] (seconds once the source is there): the source tree is a
+//!    Debian `linux-source-X` package fetched by the private apt setup
+//!    ([`super::debian`]) and unpacked with the patches applied, once per
+//!    package and patch set, into `<cache>/kernel-builds/tree-<key>/`; or a
+//!    kernel tree the user gave (built out of tree, never written). The
+//!    config is made in a scratch object directory: the base (`minimal`:
+//!    `make tinyconfig` + [`MINIMAL`] merged by Kbuild's own
+//!    `scripts/kconfig/merge_config.sh`; `debian`: the matching Debian
+//!    image's config; or a file), then the `set` fragment (a choice member
+//!    set to `y` clears its siblings), then `make olddefconfig`. Every `set`
+//!    option is read back ([`super::kconfig`]). The final config is kept
+//!    under `<cache>/kernel-builds/configs/<sha256>.config`.
+//! 2. [`build`] (minutes): `make bzImage` with all cores and ccache in one
+//!    object directory per source tree (`obj-<key>/`, so a variant that
+//!    changes one option rebuilds only what depends on it), contained in
+//!    its own process group (killed on error, panic and signal), progress
+//!    (phase, objects, ETA) on stderr, the log kept. The image lands in the
+//!    kernel cache entry keyed by source, final config and compiler
+//!    (`<cache>/kernels/<key>/`), so a second experiment boots it unbuilt.
+//!
+//! Everything is built in (`minimal` has no modules), so the guest needs no
+//! module staging; kernels before 6.0 mount their root through virtme-ng's
+//! initramfs (see `vm::session`), which is why `VIRTIO_FS` is built in.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::debian::{Archive, Package};
+use super::kconfig::{self, Kconfig};
+use crate::sys::contain::{kill_group, spawn_contained};
+use crate::sys::signals::cancelled;
+
+/// The `minimal` config fragment (each line's reason in its comment).
+pub const MINIMAL: &str = include_str!("minimal.config");
+
+/// Where the source trees, object directories, configs and logs live.
+pub fn builds_dir(cache: &Path) -> PathBuf {
+    cache.join("kernel-builds")
+}
+
+/// Where a built kernel's source comes from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum BuildSource {
+    /// A `linux-source-X` package of Debian's archive.
+    Debian { archive: PathBuf, package: Package },
+    /// A kernel source tree the user gave (absolute).
+    Tree(PathBuf),
+}
+
+/// The config a build starts from.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum ConfigBase {
+    /// `make tinyconfig` + [`MINIMAL`].
+    Minimal,
+    /// The matching Debian image's config.
+    Debian,
+    /// A config file (absolute).
+    File(PathBuf),
+}
+
+impl ConfigBase {
+    pub fn shown(&self) -> String {
+        match self {
+            ConfigBase::Minimal => "minimal".into(),
+            ConfigBase::Debian => "debian".into(),
+            ConfigBase::File(p) => p.display().to_string(),
+        }
+    }
+}
+
+/// What the user asked to build, as written (paths absolute).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BuildRequest {
+    /// `debian:5.10` or the tree's path, as written.
+    pub reference: String,
+    pub source: BuildSource,
+    pub config: ConfigBase,
+    /// Symbol (without `CONFIG_`) -> value (`y`, `n`, `m`, text, number).
+    pub set: BTreeMap<String, String>,
+    pub patches: Vec<PathBuf>,
+}
+
+/// A build whose config is prepared and checked: what [`build`] needs, and
+/// what the experiment records about the kernel (`VariantKernel::build`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct KernelBuild {
+    /// `debian:5.10` or the tree's path, as written.
+    pub source: String,
+    /// The Debian source package (`linux-source-5.10 5.10.262-1`), when from one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub package: Option<super::KernelPackage>,
+    /// `minimal`, `debian` or the file.
+    pub config_base: String,
+    pub set: BTreeMap<String, String>,
+    /// SHA-256 of each patch, in order, with its path.
+    #[serde(default)]
+    pub patches: Vec<(String, String)>,
+    /// Kernel version of the tree (`5.10.262`).
+    pub version: String,
+    /// `make kernelrelease`.
+    pub release: String,
+    /// SHA-256 of the final `.config`.
+    pub config_sha256: String,
+    /// `gcc --version`, first line.
+    pub compiler: String,
+    /// The source tree built (an unpacked package, or the user's tree).
+    pub tree: PathBuf,
+    /// Key of the source tree (package and patches), naming its object directory.
+    pub tree_key: String,
+    /// Key of the built image in the kernel cache: source, config, compiler.
+    pub key: String,
+    /// Was the image in the cache when the file was read (plans say when a
+    /// variant will need a long build)?
+    #[serde(skip)]
+    pub cached: bool,
+}
+
+impl KernelBuild {
+    /// The final config file.
+    pub fn config_path(&self, cache: &Path) -> PathBuf {
+        builds_dir(cache).join("configs").join(format!("{}.config", self.config_sha256))
+    }
+
+    /// Is the image already in the cache (no build needed)?
+    pub fn is_built(&self, cache: &Path) -> bool {
+        super::cache::kernels_dir(cache).join(&self.key).is_dir()
+    }
+
+    /// One line for plans and progress: `debian:5.10 minimal + SQUASHFS_DECOMP_SINGLE=y`.
+    pub fn shown(&self) -> String {
+        let mut s = format!("{} {}", self.source, self.config_base);
+        for (k, v) in &self.set {
+            s.push_str(&format!(" {k}={v}"));
+        }
+        s
+    }
+}
+
+/// The compiler the kernel is built with: `ccache gcc` when ccache is there.
+fn compiler_command() -> String {
+    if which("ccache") {
+        "ccache gcc".into()
+    } else {
+        "gcc".into()
+    }
+}
+
+fn which(tool: &str) -> bool {
+    std::env::var_os("PATH").map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file())).unwrap_or(false)
+}
+
+fn compiler_version() -> Result<String> {
+    let out = Command::new("gcc").arg("--version").output().context("running gcc --version (is gcc installed?)")?;
+    Ok(String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string())
+}
+
+fn sha256_str(text: &str) -> String {
+    super::sha256_str(text)
+}
+
+/// A `set` this version cannot honour (the experiment file is wrong: exit 2).
+#[derive(Debug)]
+pub struct SetRejected(pub String);
+
+impl std::fmt::Display for SetRejected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for SetRejected {}
+
+/// Make the source tree and the final config, and check every `set`
+/// option. Errors name the option and why (the caller adds file and key).
+pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
+    let builds = builds_dir(cache);
+    fs::create_dir_all(&builds).with_context(|| format!("creating {}", builds.display()))?;
+    let mut patches = Vec::new();
+    for p in &req.patches {
+        patches
+            .push((super::sha256_file(p).with_context(|| format!("patch {}", p.display()))?, p.display().to_string()));
+    }
+    let (tree, tree_key, package) = match &req.source {
+        BuildSource::Debian { archive, package } => {
+            let deb = Archive::at_root(archive).download(package).with_context(|| {
+                format!("{}: {} {} ({})", req.reference, package.name, package.version, package.suite)
+            })?;
+            let shas: Vec<&str> = patches.iter().map(|(s, _)| s.as_str()).collect();
+            let key = sha256_str(&format!("debian-source\0{}\0{}", package.sha256, shas.join("\0")));
+            let tree = unpacked_source(&builds, &key, &deb, &req.patches)?;
+            (tree, key, Some(package.recorded()))
+        }
+        BuildSource::Tree(path) => {
+            if !path.join("Makefile").is_file() || !path.join("Kconfig").is_file() {
+                bail!("{} is not a kernel source tree (no Makefile and Kconfig)", path.display());
+            }
+            if !req.patches.is_empty() {
+                bail!("patches apply to a `debian:` source only: fslab does not modify your tree {}", path.display());
+            }
+            let key = sha256_str(&format!("tree\0{}", fs::canonicalize(path)?.display()));
+            (path.clone(), key, None)
+        }
+    };
+    let version = tree_version(&tree)?;
+    let kconfig = Kconfig::read(&tree)?;
+    let problems = kconfig::check_symbols(&kconfig, &version, &req.set);
+    if !problems.is_empty() {
+        return Err(SetRejected(problems.join("\n")).into());
+    }
+
+    // The config, in a scratch object directory (a build may be using the shared one).
+    let scratch = Scratch::new(&builds)?;
+    let obj = scratch.0.as_path();
+    let cc = compiler_command();
+    let make = |args: &[&str]| -> Result<()> { run_make(&tree, obj, &cc, args, Duration::from_secs(600)) };
+    match &req.config {
+        ConfigBase::Minimal => {
+            make(&["tinyconfig"])?;
+            let frag = obj.join("fslab-minimal.config");
+            fs::write(&frag, strip_comments(MINIMAL))?;
+            merge(&tree, obj, &frag)?;
+        }
+        ConfigBase::Debian => {
+            let base = debian_config(req, &version, cache)?;
+            fs::copy(&base, obj.join(".config"))
+                .with_context(|| format!("copying Debian's config {}", base.display()))?;
+        }
+        ConfigBase::File(path) => {
+            fs::copy(path, obj.join(".config")).with_context(|| format!("copying config {}", path.display()))?;
+        }
+    }
+    if !req.set.is_empty() {
+        let frag = obj.join("fslab-set.config");
+        fs::write(&frag, kconfig::set_fragment(&kconfig, &req.set))?;
+        merge(&tree, obj, &frag)?;
+    }
+    make(&["olddefconfig"])?;
+    let final_text = fs::read_to_string(obj.join(".config")).context("reading the final .config")?;
+    let problems = kconfig::check_readback(&kconfig, &version, &req.set, &kconfig::parse_config(&final_text));
+    if !problems.is_empty() {
+        return Err(SetRejected(problems.join("\n")).into());
+    }
+    let release = make_output(&tree, obj, &cc, &["-s", "kernelrelease"])?;
+    let config_sha256 = sha256_str(&final_text);
+    let configs = builds.join("configs");
+    fs::create_dir_all(&configs)?;
+    let kept = configs.join(format!("{config_sha256}.config"));
+    if !kept.is_file() {
+        let tmp = configs.join(format!(".{config_sha256}.{}", std::process::id()));
+        fs::write(&tmp, &final_text)?;
+        fs::rename(&tmp, &kept)?;
+    }
+    let compiler = compiler_version()?;
+    let key = match &req.source {
+        BuildSource::Debian { .. } => sha256_str(&format!("build\0{tree_key}\0{config_sha256}\0{compiler}")),
+        // The user's tree changes under us: its image is keyed once built (see `build`).
+        BuildSource::Tree(_) => String::new(),
+    };
+    Ok(KernelBuild {
+        source: req.reference.clone(),
+        package,
+        config_base: req.config.shown(),
+        set: req.set.clone(),
+        patches,
+        version,
+        release,
+        config_sha256,
+        compiler,
+        tree,
+        cached: !key.is_empty() && super::cache::kernels_dir(cache).join(&key).is_dir(),
+        tree_key,
+        key,
+    })
+}
+
+/// `VERSION.PATCHLEVEL.SUBLEVEL` of a tree's top Makefile.
+pub fn tree_version(tree: &Path) -> Result<String> {
+    let text =
+        fs::read_to_string(tree.join("Makefile")).with_context(|| format!("reading {}/Makefile", tree.display()))?;
+    let field = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name).map(|r| r.trim_start().trim_start_matches('=').trim().to_string()))
+            .unwrap_or_default()
+    };
+    let (v, p, s) = (field("VERSION"), field("PATCHLEVEL"), field("SUBLEVEL"));
+    if v.is_empty() || p.is_empty() {
+        bail!("{}/Makefile has no VERSION and PATCHLEVEL", tree.display());
+    }
+    Ok(if s.is_empty() { format!("{v}.{p}") } else { format!("{v}.{p}.{s}") })
+}
+
+/// Config lines without their trailing `# why` comments (Kconfig reads a
+/// value up to the end of the line).
+pub fn strip_comments(fragment: &str) -> String {
+    fragment
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim();
+            if l.is_empty() || (l.starts_with('#') && !l.ends_with("is not set")) {
+                return None;
+            }
+            Some(match l.find(" #").or_else(|| l.find("\t#")) {
+                Some(at) if !l.starts_with('#') => l[..at].trim_end().to_string(),
+                _ => l.to_string(),
+            })
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// Merge `fragment` into `obj/.config` with Kbuild's own script (`-m`: no
+/// make; `olddefconfig` runs once at the end).
+fn merge(tree: &Path, obj: &Path, fragment: &Path) -> Result<()> {
+    let config = obj.join(".config");
+    let out = Command::new("sh")
+        .arg(tree.join("scripts/kconfig/merge_config.sh"))
+        .args(["-m", "-O"])
+        .arg(obj)
+        .arg(&config)
+        .arg(fragment)
+        .current_dir(tree)
+        .env("KCONFIG_CONFIG", &config)
+        .env("LC_ALL", "C")
+        .output()
+        .context("running scripts/kconfig/merge_config.sh")?;
+    if !out.status.success() {
+        bail!(
+            "merge_config.sh {} failed: {}",
+            fragment.display(),
+            String::from_utf8_lossy(&out.stderr).lines().rev().take(10).collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok(())
+}
+
+fn make_command(tree: &Path, obj: &Path, cc: &str) -> Command {
+    let mut cmd = Command::new("make");
+    cmd.arg("-C").arg(tree).arg(format!("O={}", obj.display())).arg(format!("CC={cc}"));
+    cmd.env("LC_ALL", "C");
+    cmd
+}
+
+/// A quick make target (config targets), its output kept for the error.
+fn run_make(tree: &Path, obj: &Path, cc: &str, args: &[&str], timeout: Duration) -> Result<()> {
+    let mut cmd = make_command(tree, obj, cc);
+    cmd.args(args);
+    let out = run_contained(cmd, timeout).with_context(|| format!("make {}", args.join(" ")))?;
+    if !out.0 {
+        bail!("make {} in {} failed:\n{}", args.join(" "), tree.display(), tail(&out.1, 20));
+    }
+    Ok(())
+}
+
+fn make_output(tree: &Path, obj: &Path, cc: &str, args: &[&str]) -> Result<String> {
+    let mut cmd = make_command(tree, obj, cc);
+    cmd.args(args);
+    let (ok, text) = run_contained(cmd, Duration::from_secs(120))?;
+    if !ok {
+        bail!("make {} failed:\n{}", args.join(" "), tail(&text, 20));
+    }
+    Ok(text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("").trim().to_string())
+}
+
+/// Kills a spawned process group when dropped (error, panic, early return).
+struct GroupGuard(Option<i32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            kill_group(pgid);
+        }
+    }
+}
+
+/// A scratch directory under the builds directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(builds: &Path) -> Result<Scratch> {
+        let nanos =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
+        let dir = builds.join(format!(".config-{}-{nanos:x}", std::process::id()));
+        fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Run `cmd` contained, its stdout and stderr merged; (success, output).
+fn run_contained(mut cmd: Command, timeout: Duration) -> Result<(bool, String)> {
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = spawn_contained(cmd, None)?;
+    let mut guard = GroupGuard(Some(child.id() as i32));
+    let readers: Vec<_> = [
+        child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    .map(|mut s| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            let _ = s.read_to_string(&mut text);
+            text
+        })
+    })
+    .collect();
+    let deadline = Instant::now() + timeout;
+    let status = loop {
+        if let Some(status) = child.try_wait()? {
+            break status;
+        }
+        if cancelled() {
+            bail!("interrupted");
+        }
+        if Instant::now() > deadline {
+            bail!("timed out after {}s", timeout.as_secs());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    guard.0 = None;
+    let text: String = readers.into_iter().filter_map(|r| r.join().ok()).collect::<Vec<_>>().join("");
+    Ok((status.success(), text))
+}
+
+fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+/// The package unpacked (the `linux-source-X.tar.xz` it carries) and
+/// patched, once per key.
+fn unpacked_source(builds: &Path, key: &str, deb: &Path, patches: &[PathBuf]) -> Result<PathBuf> {
+    let short = &key[..16];
+    let dir = super::cache::entry(builds, &format!("tree-{short}"), |tmp| {
+        eprintln!("fslab: unpacking {} (once)", deb.file_name().unwrap_or_default().to_string_lossy());
+        let pkg = tmp.join("pkg");
+        fs::create_dir(&pkg)?;
+        let out = Command::new("dpkg-deb").arg("-x").arg(deb).arg(&pkg).output().context("running dpkg-deb")?;
+        if !out.status.success() {
+            bail!("dpkg-deb -x {} failed: {}", deb.display(), String::from_utf8_lossy(&out.stderr));
+        }
+        let tarball = fs::read_dir(pkg.join("usr/src"))?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| {
+                p.file_name().is_some_and(|n| {
+                    n.to_string_lossy().starts_with("linux-source-") && n.to_string_lossy().ends_with(".tar.xz")
+                })
+            })
+            .with_context(|| format!("{} holds no usr/src/linux-source-*.tar.xz", deb.display()))?;
+        let out = Command::new("tar").arg("-xf").arg(&tarball).arg("-C").arg(tmp).output().context("running tar")?;
+        if !out.status.success() {
+            bail!("tar -xf {} failed: {}", tarball.display(), String::from_utf8_lossy(&out.stderr));
+        }
+        fs::remove_dir_all(&pkg)?;
+        let top = fs::read_dir(tmp)?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.is_dir())
+            .context("the source tarball unpacked to nothing")?;
+        fs::rename(&top, tmp.join("src"))?;
+        for patch in patches {
+            let out = Command::new("patch")
+                .args(["-p1", "--forward", "--batch", "-i"])
+                .arg(patch)
+                .current_dir(tmp.join("src"))
+                .output()
+                .context("running patch")?;
+            if !out.status.success() {
+                bail!(
+                    "patch {} does not apply to {}:\n{}",
+                    patch.display(),
+                    deb.display(),
+                    tail(&String::from_utf8_lossy(&out.stdout), 15)
+                );
+            }
+        }
+        Ok(())
+    })?;
+    Ok(dir.join("src"))
+}
+
+/// The config of the Debian image built from the same source version.
+fn debian_config(req: &BuildRequest, version: &str, cache: &Path) -> Result<PathBuf> {
+    let BuildSource::Debian { archive, package } = &req.source else {
+        bail!("config = \"debian\" needs a `debian:` source (a tree has no matching Debian image)");
+    };
+    let wanted = super::debian::Wanted { version: package.version.clone(), flavour: None };
+    let found = Archive::at_root(archive).resolve(&wanted).map_err(|e| {
+        anyhow::anyhow!("the Debian image matching {} {} ({version}): {e}", package.name, package.version)
+    })?;
+    let artifacts = super::resolve(&super::KernelSource::Debian(found), cache)?;
+    artifacts.config.with_context(|| format!("the Debian image of {} has no config file", package.version))
+}
+
+/// Objects the last build of a tree compiled (for the ETA of the next one).
+const OBJECT_COUNT_FILE: &str = "fslab-objects";
+
+/// Build `b` (or find it built): its image in the kernel cache.
+pub fn build(b: &KernelBuild, cache: &Path) -> Result<super::KernelArtifacts> {
+    let kernels = super::cache::kernels_dir(cache);
+    let builds = builds_dir(cache);
+    let obj = builds.join(format!("obj-{}", &b.tree_key[..16]));
+    let key = if b.key.is_empty() {
+        // A user's tree: make decides what is stale; the image is keyed by content.
+        let _lock = super::cache::lock(&builds.join(format!(".obj-{}.lock", &b.tree_key[..16])))?;
+        let image = make_bzimage(b, cache, &obj)?;
+        sha256_str(&format!("tree-build\0{}\0{}", super::sha256_file(&image)?, b.config_sha256))
+    } else {
+        b.key.clone()
+    };
+    let root = super::cache::entry(&kernels, &key, |tmp| {
+        let _lock = super::cache::lock(&builds.join(format!(".obj-{}.lock", &b.tree_key[..16])))?;
+        let image = make_bzimage(b, cache, &obj)?;
+        let boot = tmp.join("boot");
+        fs::create_dir(&boot)?;
+        let release = super::bzimage::read_release(&image)?;
+        fs::copy(&image, boot.join(format!("vmlinuz-{release}")))?;
+        fs::copy(obj.join(".config"), boot.join(format!("config-{release}")))?;
+        fs::copy(obj.join(BUILD_LOG), tmp.join(BUILD_LOG))?;
+        fs::write(tmp.join(BUILD_INFO), serde_json::to_string_pretty(b)?)?;
+        Ok(())
+    })?;
+    let image = fs::read_dir(root.join("boot"))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .context("built kernel entry without an image")?;
+    let release = super::bzimage::read_release(&image)?;
+    let config = root.join(format!("boot/config-{release}"));
+    Ok(super::KernelArtifacts {
+        sha256: super::sha256_file(&image)?,
+        image,
+        modules_dir: None,
+        config: config.is_file().then_some(config),
+        release,
+        source: b.shown(),
+        guest_dirs: Vec::new(),
+        package: None,
+        build: Some(b.clone()),
+    })
+}
+
+/// The build's log, in the object directory and then in the cache entry.
+pub const BUILD_LOG: &str = "build.log";
+/// The [`KernelBuild`] of a cache entry, for `fslab kernel list`.
+pub const BUILD_INFO: &str = "fslab-build.json";
+
+/// `make olddefconfig bzImage` in `obj` with the final config; the image path.
+fn make_bzimage(b: &KernelBuild, cache: &Path, obj: &Path) -> Result<PathBuf> {
+    fs::create_dir_all(obj)?;
+    let config = b.config_path(cache);
+    fs::copy(&config, obj.join(".config")).with_context(|| format!("copying {}", config.display()))?;
+    let cc = compiler_command();
+    run_make(&b.tree, obj, &cc, &["olddefconfig"], Duration::from_secs(600))?;
+    let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let expected: Option<u64> =
+        fs::read_to_string(obj.join(OBJECT_COUNT_FILE)).ok().and_then(|t| t.trim().parse().ok());
+    let log_path = obj.join(BUILD_LOG);
+    let mut log = fs::File::create(&log_path)?;
+    let mut cmd = make_command(&b.tree, obj, &cc);
+    cmd.arg(format!("-j{jobs}")).arg("bzImage").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    if let Some(dir) = ccache_dir(cache) {
+        cmd.env("CCACHE_DIR", dir);
+    }
+    eprintln!(
+        "fslab: building kernel {} ({}) with {jobs} jobs{}; log {}",
+        b.release,
+        b.shown(),
+        if which("ccache") { " and ccache" } else { " (no ccache: install it for faster rebuilds)" },
+        log_path.display()
+    );
+    let mut child = spawn_contained(cmd, None).context("starting make")?;
+    let mut guard = GroupGuard(Some(child.id() as i32));
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let mut readers = Vec::new();
+    for stream in [
+        child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let tx = tx.clone();
+        readers.push(std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        }));
+    }
+    drop(tx);
+    let started = Instant::now();
+    let mut progress = Progress { objects: 0, phase: "preparing", expected, started, last_shown: started };
+    let status = loop {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) => {
+                writeln!(log, "{line}")?;
+                progress.line(&line);
+            }
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break child.wait()?,
+        }
+        if cancelled() {
+            bail!("interrupted while building kernel {} (log {})", b.release, log_path.display());
+        }
+        progress.show(&b.release, false);
+    };
+    guard.0 = None;
+    for r in readers {
+        let _ = r.join();
+    }
+    log.flush()?;
+    if !status.success() {
+        let text = fs::read_to_string(&log_path).unwrap_or_default();
+        bail!(
+            "building kernel {} ({}) failed ({status}); the log's last lines ({}):\n{}",
+            b.release,
+            b.shown(),
+            log_path.display(),
+            tail(&text, 25)
+        );
+    }
+    progress.phase = "done";
+    progress.show(&b.release, true);
+    if progress.objects > 0 && expected.is_none_or(|e| progress.objects > e / 2) {
+        let _ = fs::write(obj.join(OBJECT_COUNT_FILE), progress.objects.to_string());
+    }
+    Ok(obj.join("arch/x86/boot/bzImage"))
+}
+
+/// ccache's directory: `$CCACHE_DIR` when set, else `<cache>/ccache` (kept
+/// with the kernels, so CI's warmed cache carries it).
+fn ccache_dir(cache: &Path) -> Option<PathBuf> {
+    if std::env::var_os("CCACHE_DIR").is_some() {
+        return None;
+    }
+    Some(cache.join("ccache"))
+}
+
+/// Build progress from make's lines: phase, objects compiled, ETA.
+struct Progress {
+    objects: u64,
+    phase: &'static str,
+    /// Objects the last full build of this tree compiled.
+    expected: Option<u64>,
+    started: Instant,
+    last_shown: Instant,
+}
+
+impl Progress {
+    fn line(&mut self, line: &str) {
+        let word = line.split_whitespace().next().unwrap_or("");
+        match word {
+            "CC" | "AS" => {
+                self.objects += 1;
+                self.phase = "compiling";
+            }
+            "LD" if line.trim_end().ends_with("vmlinux") => self.phase = "linking",
+            "BUILD" | "OBJCOPY" | "ZSTD" | "GZIP" | "XZKERN" | "LZ4" if line.contains("arch/x86/boot") => {
+                self.phase = "making the image"
+            }
+            _ => {}
+        }
+    }
+
+    fn show(&mut self, release: &str, done: bool) {
+        let now = Instant::now();
+        if !done && now.duration_since(self.last_shown) < Duration::from_secs(15) {
+            return;
+        }
+        self.last_shown = now;
+        let elapsed = now.duration_since(self.started).as_secs();
+        let eta = match self.expected {
+            Some(total) if !done && self.objects > 20 && self.objects < total => {
+                let left = (total - self.objects) * elapsed / self.objects;
+                format!(", ETA ~{}m{:02}s", left / 60, left % 60)
+            }
+            _ => String::new(),
+        };
+        let of = self.expected.map(|e| format!("/~{e}")).unwrap_or_default();
+        eprintln!(
+            "fslab: kernel {release}: {}, {}{of} objects compiled, {}m{:02}s{eta}",
+            self.phase,
+            self.objects,
+            elapsed / 60,
+            elapsed % 60
+        );
+    }
+}
+
+/// The `linux-source-X` package `debian:<version>` names: the newest whose
+/// series (`5.10`) or package version starts with the version prefix.
+pub fn pick_source(sources: &[Package], version: &str) -> std::result::Result<Package, String> {
+    let matching =
+        |p: &&Package| super::debian::has_prefix(&p.abi, version) || super::debian::has_prefix(&p.version, version);
+    if let Some(best) = sources.iter().filter(matching).max_by(|a, b| super::debian::newer(a, b)) {
+        return Ok(best.clone());
+    }
+    let mut series: Vec<&str> = sources.iter().map(|p| p.abi.as_str()).collect();
+    series.sort();
+    series.dedup();
+    Err(format!(
+        "no Debian kernel source package matches `debian:{version}`; the series that exist are: {}",
+        if series.is_empty() { "none (the lists are empty)".to_string() } else { series.join(", ") }
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_minimal_fragment_loses_only_its_comments() {
+        let stripped = strip_comments(MINIMAL);
+        assert!(stripped.lines().all(|l| l.starts_with("CONFIG_") && !l.contains('#')), "{stripped}");
+        assert!(stripped.contains("CONFIG_VIRTIO_FS=y\n") && stripped.contains("CONFIG_BLK_DEV_THROTTLING=y\n"));
+        assert_eq!(
+            strip_comments("# CONFIG_X is not set\nCONFIG_Y=\"a b\"   # why\n"),
+            "# CONFIG_X is not set\nCONFIG_Y=\"a b\"\n"
+        );
+        // Every line of the fragment says why.
+        for line in MINIMAL.lines().filter(|l| l.starts_with("CONFIG_")) {
+            assert!(line.contains(" # "), "no reason given: {line}");
+        }
+    }
+
+    #[test]
+    fn progress_counts_objects_and_phases() {
+        let now = Instant::now();
+        let mut p = Progress { objects: 0, phase: "preparing", expected: Some(100), started: now, last_shown: now };
+        for l in ["  CC      fs/squashfs/super.o", "  AS      arch/x86/entry/entry_64.o", "  AR      fs/built-in.a"] {
+            p.line(l);
+        }
+        assert_eq!((p.objects, p.phase), (2, "compiling"));
+        p.line("  LD      vmlinux");
+        assert_eq!(p.phase, "linking");
+        p.line("  BUILD   arch/x86/boot/bzImage");
+        assert_eq!(p.phase, "making the image");
+    }
+}

@@ -1,0 +1,188 @@
+//! Kernels built from source (`kernel = { source = "debian:5.10", config =
+//! "minimal", set = {…} }`), on the real thing: Debian's `linux-source-5.10`
+//! fetched by fslab's private apt into the shared test kernel cache and
+//! unpacked once; Kconfig's own `make tinyconfig`/`olddefconfig` for the
+//! config checks (seconds, no compiling); one real build (shared through
+//! the cache: `scripts/fetch-test-kernels` builds it before the tests) booted
+//! in a VM with a short workload.
+
+use crate::common;
+use crate::vm::{kernel_cache, one_vm};
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use fslab::kernel::build::{self, BuildRequest, BuildSource, ConfigBase, SetRejected};
+use fslab::kernel::debian::Archive;
+
+/// The experiment file the warm-up script builds (keep the test's kernel in step with it).
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernels/built-5.10.toml")
+}
+
+fn text(out: &Output) -> String {
+    format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// The 5.10 source package, or a skip (a failure under CI) without the network.
+fn source_5_10() -> Option<BuildSource> {
+    if !common::root_or_skip() {
+        return None;
+    }
+    let archive = Archive::at(&kernel_cache());
+    match archive.resolve_source("5.10") {
+        Ok(package) => Some(BuildSource::Debian { archive: archive.root().to_path_buf(), package }),
+        Err(e) => {
+            fslab::testsupport::skip(&format!("no Debian linux-source-5.10 (is the network down?): {e}"));
+            None
+        }
+    }
+}
+
+fn request(source: &BuildSource, set: &[(&str, &str)]) -> BuildRequest {
+    BuildRequest {
+        reference: "debian:5.10".into(),
+        source: source.clone(),
+        config: ConfigBase::Minimal,
+        set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+        patches: Vec::new(),
+    }
+}
+
+fn rejected(source: &BuildSource, set: &[(&str, &str)]) -> String {
+    let err = build::prepare(&request(source, set), &kernel_cache()).expect_err("the set must be rejected");
+    assert!(err.downcast_ref::<SetRejected>().is_some(), "not a rejected set: {err:#}");
+    format!("{err:#}")
+}
+
+/// Config handling against the real 5.10 Kconfig, no compiling: a choice
+/// member set to `y` clears its siblings and reads back; the 6.2+ name of a
+/// renamed symbol, a hidden symbol and an option whose dependency is unset
+/// are errors naming the option, the version and why.
+#[test]
+fn set_options_are_applied_and_read_back_on_the_real_5_10_kconfig() {
+    let Some(source) = source_5_10() else { return };
+    let ok = build::prepare(&request(&source, &[("SQUASHFS_DECOMP_MULTI_PERCPU", "y")]), &kernel_cache())
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    assert!(ok.version.starts_with("5.10.") && ok.release.starts_with("5.10."), "{ok:?}");
+    assert_eq!(ok.package.as_ref().unwrap().name, "linux-source-5.10");
+    let config = std::fs::read_to_string(ok.config_path(&kernel_cache())).unwrap();
+    assert!(config.contains("\nCONFIG_SQUASHFS_DECOMP_MULTI_PERCPU=y\n"), "the set member is chosen");
+    assert!(config.contains("\n# CONFIG_SQUASHFS_DECOMP_SINGLE is not set\n"), "its sibling (the default) is cleared");
+    for needed in ["CONFIG_VIRTIO_FS=y", "CONFIG_BLK_DEV_THROTTLING=y", "CONFIG_EROFS_FS=y", "CONFIG_XFS_FS=y"] {
+        assert!(config.contains(&format!("\n{needed}\n")), "minimal lacks {needed}");
+    }
+    assert!(!config.contains("\nCONFIG_MODULES=y\n"), "minimal builds everything in");
+    // The same request gives the same config, hence the same cache key.
+    let again = build::prepare(&request(&source, &[("SQUASHFS_DECOMP_MULTI_PERCPU", "y")]), &kernel_cache()).unwrap();
+    assert_eq!((again.config_sha256, again.key), (ok.config_sha256.clone(), ok.key.clone()));
+
+    let err = rejected(&source, &[("SQUASHFS_COMPILE_DECOMP_SINGLE", "y")]);
+    assert!(err.contains("CONFIG_SQUASHFS_COMPILE_DECOMP_SINGLE does not exist in Linux 5.10"), "{err}");
+    assert!(err.contains("set CONFIG_SQUASHFS_DECOMP_SINGLE instead"), "{err}");
+    let err = rejected(&source, &[("DECOMPRESS_XZ", "y")]);
+    assert!(err.contains("CONFIG_DECOMPRESS_XZ cannot be set in Linux 5.10") && err.contains("no prompt"), "{err}");
+    let err = rejected(&source, &[("XZ_DEC", "n")]);
+    assert!(err.contains("CONFIG_XZ_DEC = n was dropped") && err.contains("selected by CONFIG_SQUASHFS_XZ"), "{err}");
+    let err = rejected(&source, &[("SQUASHFS", "n"), ("SQUASHFS_XZ", "y")]);
+    assert!(err.contains("CONFIG_SQUASHFS_XZ = y was dropped by Linux 5.10"), "{err}");
+    assert!(err.contains("unmet dependency") && err.contains("CONFIG_SQUASHFS not set"), "{err}");
+    let err = rejected(&source, &[("NO_SUCH_OPTION_AT_ALL", "y")]);
+    assert!(err.contains("CONFIG_NO_SUCH_OPTION_AT_ALL does not exist in Linux 5.10"), "{err}");
+}
+
+/// The same errors through an experiment file: exit 2, naming the file and key.
+#[test]
+fn a_rejected_set_names_the_file_and_key() {
+    let Some(_) = source_5_10() else { return };
+    let dir = common::workdir("fslab-built-kernel-spec");
+    let spec = common::write_spec(
+        dir.path(),
+        "bad.toml",
+        &format!(
+            "name = \"bad set\"\nworkdir = \"{}\"\n[defaults]\nfs = \"ext4\"\n\
+             kernel = {{ source = \"debian:5.10\", set = {{ SQUASHFS_COMPILE_DECOMP_MULTI = \"y\" }} }}\n\
+             [[variant]]\nname = \"a\"\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n",
+            dir.path().join("work").display()
+        ),
+    );
+    let out = Command::new(common::fslab_bin())
+        .args(["run", "--dry-run", spec.to_str().unwrap()])
+        .env("FSLAB_KERNEL_CACHE", kernel_cache())
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("bad.toml") && t.contains("kernel.set"), "{t}");
+    assert!(t.contains("set CONFIG_SQUASHFS_DECOMP_MULTI instead"), "{t}");
+}
+
+/// The fixture's kernel, built once (or found in the shared cache), booted
+/// in a VM: the guest runs the built 5.10 with the set option, a workload
+/// runs on its testbed, and the experiment records how the kernel was built.
+#[test]
+fn a_built_5_10_boots_and_runs_a_workload() {
+    let Some(_) = source_5_10() else { return };
+    if let Err(missing) = fslab::vm::tools::discover() {
+        fslab::testsupport::skip(&format!("{missing}"));
+        return;
+    }
+    let _one = one_vm();
+    let built = Command::new(common::fslab_bin())
+        .args(["kernel", "build", fixture().to_str().unwrap()])
+        .env("FSLAB_KERNEL_CACHE", kernel_cache())
+        .output()
+        .unwrap();
+    assert_eq!(built.status.code(), Some(0), "{}", text(&built));
+    let fixture_text = std::fs::read_to_string(fixture()).unwrap();
+    let kernel_line = fixture_text.lines().find(|l| l.starts_with("kernel = ")).unwrap();
+
+    let dir = common::workdir("fslab-built-kernel");
+    let work = dir.path().join("work");
+    let db = dir.path().join("results.db");
+    let spec = common::write_spec(
+        dir.path(),
+        "built.toml",
+        &format!(
+            r#"name = "built kernel"
+repetitions = 2
+workdir = "{work}"
+
+[defaults]
+fs = "ext4"
+size = "64MiB"
+{kernel_line}
+vm = {{ cpus = 2, memory = "512MiB" }}
+
+[[variant]]
+name = "5.10-built"
+
+[[workload]]
+kind = "command"
+command = "uname -r | grep -q '^5\\.10\\.' && zcat /proc/config.gz | grep -qx CONFIG_SQUASHFS_DECOMP_MULTI_PERCPU=y && dd if=/dev/zero of=data bs=1M count=4 status=none && sync"
+"#,
+            work = work.display(),
+        ),
+    );
+    let out = Command::new(common::fslab_bin())
+        .args(["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()])
+        .env("FSLAB_KERNEL_CACHE", kernel_cache())
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("2 runs ok, 0 failed"), "{t}");
+    assert!(!t.contains("fslab: building kernel"), "the second experiment reuses the built image: {t}");
+
+    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
+    let id = store.list_experiments().unwrap()[0].id;
+    let places = store.variant_places(id).unwrap();
+    assert!(places.iter().all(|(_, p)| p.kind == "vm" && p.kernel_release.starts_with("5.10.")), "{places:?}");
+    let env = serde_json::to_value(&store.experiment(id).unwrap().environment).unwrap();
+    let b = &env["kernels"]["5.10-built"]["build"];
+    assert_eq!(b["source"], "debian:5.10", "{env}");
+    assert_eq!(b["set"]["SQUASHFS_DECOMP_MULTI_PERCPU"], "y", "{b}");
+    assert_eq!(b["package"]["name"], "linux-source-5.10", "{b}");
+    assert!(b["compiler"].as_str().is_some_and(|c| c.contains("gcc")), "{b}");
+}
