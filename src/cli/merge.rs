@@ -20,6 +20,10 @@ pub struct MergeArgs {
     /// The store to copy into (SQLite file or PostgreSQL URL); created if missing.
     #[arg(long, value_name = "TARGET", short_alias = 'o', alias = "output")]
     into: StoreLocation,
+    /// Work directories whose spooled runs (kept there while a database was away, `WORKDIR/spool/`) are
+    /// stored into the target too, when it holds their experiment.
+    #[arg(long, value_name = "WORKDIR")]
+    spool: Vec<std::path::PathBuf>,
     /// Output format of what was merged on stdout.
     #[arg(long, value_parser = super::formats(&[Format::Text, Format::Json]), default_value = "text")]
     format: Format,
@@ -49,6 +53,11 @@ pub fn merge(args: MergeArgs) -> Result<ExitCode> {
             println!("{loc}: {report}");
         }
         reports.push(serde_json::json!({ "source": loc.to_string(), "merged": report }));
+    }
+    for workdir in &args.spool {
+        for line in target.merge_spool(workdir)? {
+            output::diagnostic(&line);
+        }
     }
     if json {
         println!(

@@ -20,7 +20,7 @@ use crate::analysis::{adaptive_step, compare_config, reach_notes, AdaptiveStep};
 use crate::experiment::Experiment;
 use crate::inspect::environment;
 use crate::record::RunStatus;
-use crate::store::{NewExperiment, Store, VariantRow, WorkloadRow};
+use crate::store::{spool, NewExperiment, Store, VariantRow, WorkloadRow};
 use crate::stored::{ExperimentStatus, StoredDoctor, StoredEnvironment, StoredFinding, StoredPlan, VariantKernel};
 use crate::sys::signals;
 use crate::testbed::DeviceOptIn;
@@ -132,6 +132,11 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     let _lease = lease;
     let running = owner::register(store, experiment_id, &exp.workdir);
     running.sharing().iter().for_each(|line| observer.message(&format!("warning: {line}")));
+    // Runs a database outage left in the spool are stored before any is measured.
+    let experiment_uuid = store.experiment_meta(experiment_id)?.uuid;
+    for line in store.store_spooled(&exp.workdir, experiment_id, &experiment_uuid)? {
+        observer.message(&line);
+    }
     // `kernel` is the host's release; each kernel variant's own is `kernel.<variant>`.
     let mut tags = opts.tags.clone();
     for v in &exp.variants {
@@ -169,7 +174,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
             let variant = &exp.variants[planned.variant];
             observer.started(planned, &variant.name, &exp.workloads[planned.workload].label);
             let record = vms.execute(exp, planned, workloads[planned.workload].as_mut(), opts, observer);
-            store.record_run(experiment_id, &record)?;
+            record_or_spool(store, exp, experiment_id, &experiment_uuid, &record, observer)?;
             match record.status {
                 Some(RunStatus::Ok) => summary.runs_ok += 1,
                 _ => summary.runs_failed += 1,
@@ -201,6 +206,44 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     store.set_experiment_status(experiment_id, status)?;
     observer.done();
     Ok(summary)
+}
+
+/// Stores `record`; when the database stays unreachable past the retry
+/// window, keeps it in the work directory's spool (said on stderr) for
+/// `--resume` to store, and fails.
+fn record_or_spool(
+    store: &mut Store,
+    exp: &Experiment,
+    experiment_id: i64,
+    experiment_uuid: &str,
+    record: &crate::record::RunRecord,
+    observer: &mut dyn Observer,
+) -> Result<()> {
+    let run_uuid = uuid::Uuid::new_v4().to_string();
+    let context = store.recording_context().clone();
+    let Err(e) = store.record_run_as(experiment_id, record, &context, &run_uuid) else { return Ok(()) };
+    if !spool::is_connection_lost(&e) {
+        return Err(e);
+    }
+    let spooled = spool::SpooledRun {
+        store: store.location(),
+        experiment_uuid: experiment_uuid.to_string(),
+        run_uuid,
+        shard: context.shard,
+        record: record.clone(),
+    };
+    match spool::write(&exp.workdir, &spooled) {
+        Ok(file) => observer.message(&format!(
+            "the database is unreachable: run {} is kept in {}; `fslab run --resume` stores it when the \
+             database is back",
+            record.seq + 1,
+            file.display()
+        )),
+        Err(se) => {
+            observer.message(&format!("warning: could not keep run {} in the spool either: {se:#}", record.seq + 1))
+        }
+    }
+    Err(e)
 }
 
 /// Claims experiment `id` (or this process's shard of it) before any of

@@ -26,6 +26,7 @@ mod pg;
 mod read;
 mod runs;
 mod schema;
+pub mod spool;
 mod sql;
 mod tags;
 mod write;
@@ -426,7 +427,11 @@ impl Store {
                             .build_transaction()
                             .isolation_level(postgres::IsolationLevel::ReadCommitted)
                             .start()
-                            .map_err(|e| anyhow!("cannot start a write transaction: {}", pg::describe(&e)))?;
+                            .map_err(|e| {
+                                // Kept as the source, so a lost connection is seen as one.
+                                let text = pg::describe(&e);
+                                anyhow::Error::new(e).context(format!("cannot start a write transaction: {text}"))
+                            })?;
                         let v = f(&mut PgSql { client: &mut tx, statements })?;
                         tx.commit().map_err(|e| {
                             let text = pg::describe(&e);

@@ -54,7 +54,11 @@ impl Pg {
                 None => self.config.connect(NoTls),
                 Some(tls) => self.config.connect(tokio_postgres_rustls::MakeRustlsConnect::new((**tls).clone())),
             }
-            .map_err(|e| anyhow!("cannot connect to PostgreSQL at {loc}: {}", describe(&e)))?;
+            .map_err(|e| {
+                // The error stays the source: a refused connection is a lost one.
+                let text = describe(&e);
+                anyhow::Error::new(e).context(format!("cannot connect to PostgreSQL at {loc}: {text}"))
+            })?;
             self.client = Some(client);
         }
         Ok(self.client.as_mut().expect("connected above"))

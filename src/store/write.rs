@@ -155,6 +155,21 @@ impl Store {
 
     /// [`Store::record_run`] with an explicit context.
     pub fn record_run_with(&mut self, experiment_id: i64, run: &RunRecord, context: &RecordingContext) -> Result<i64> {
+        self.record_run_as(experiment_id, run, context, &uuid::Uuid::new_v4().to_string())
+    }
+
+    /// [`Store::record_run_with`], the run identified by `uuid` and
+    /// idempotent on it: a run already stored with this uuid is not written
+    /// again (a commit can succeed while its acknowledgement is lost). On
+    /// PostgreSQL a lost connection (a server restart, a network cut) is
+    /// retried with backoff, reconnecting, for up to [`write_retry_window`].
+    pub fn record_run_as(
+        &mut self,
+        experiment_id: i64,
+        run: &RunRecord,
+        context: &RecordingContext,
+        uuid: &str,
+    ) -> Result<i64> {
         let loc = self.location();
         let status = run.status.ok_or_else(|| {
             anyhow!(
@@ -164,19 +179,67 @@ impl Store {
             )
         })?;
         let what = format!("run {} (seq {}) of experiment {experiment_id} in {loc}", run.seq + 1, run.seq);
-        let full = FullRun::from_record(run, status, context.machine.as_ref(), context.shard);
-        self.write(|q| {
-            super::read::require_experiment(q, experiment_id, &loc)?;
-            let put = put_run(q, experiment_id, &full, Existing::Record)?;
-            if let Some(shard) = context.shard {
-                if shard_count(q, experiment_id)?.is_some() {
-                    heartbeat(q, experiment_id, shard.index)?;
+        let mut full = FullRun::from_record(run, status, context.machine.as_ref(), context.shard);
+        full.row.uuid = Some(uuid.to_string());
+        let window = write_retry_window();
+        let deadline = std::time::Instant::now() + window;
+        let mut attempt = 0u32;
+        loop {
+            let written = self.write(|q| {
+                if let Some(stored) = q.query_opt("SELECT id FROM runs WHERE uuid = ?1", params![uuid])? {
+                    return stored.get(0);
+                }
+                super::read::require_experiment(q, experiment_id, &loc)?;
+                let put = put_run(q, experiment_id, &full, Existing::Record)?;
+                if let Some(shard) = context.shard {
+                    if shard_count(q, experiment_id)?.is_some() {
+                        heartbeat(q, experiment_id, shard.index)?;
+                    }
+                }
+                Ok(put.id())
+            });
+            let transient = self.location.as_ref().is_some_and(|l| l.is_postgres());
+            match written {
+                Err(e) if transient && super::pg::is_connection_lost(&e) => {
+                    let now = std::time::Instant::now();
+                    if now >= deadline {
+                        let secs = window.as_secs();
+                        return Err(
+                            e.context(format!("cannot record {what}: the database did not come back within {secs} s"))
+                        );
+                    }
+                    attempt += 1;
+                    if attempt == 1 {
+                        crate::output::diagnostic(&format!(
+                            "lost the connection to {loc} while recording run {}; reconnecting and retrying for up \
+                             to {} s",
+                            run.seq + 1,
+                            window.as_secs()
+                        ));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(250 << attempt.min(5)).min(deadline - now));
+                }
+                Err(e) => return Err(e.context(format!("cannot record {what}"))),
+                Ok(id) => {
+                    if attempt > 0 {
+                        crate::output::diagnostic(&format!(
+                            "recorded run {} in {loc} after {attempt} retries",
+                            run.seq + 1
+                        ));
+                    }
+                    return Ok(id);
                 }
             }
-            Ok(put.id())
-        })
-        .with_context(|| format!("cannot record {what}"))
+        }
     }
+}
+
+/// How long a run write is retried while the PostgreSQL server is away:
+/// 60 s, or `FSLAB_TEST_STORE_RETRY_S` seconds (for tests only: lets a test
+/// outlast the window quickly).
+pub fn write_retry_window() -> std::time::Duration {
+    let secs = std::env::var("FSLAB_TEST_STORE_RETRY_S").ok().and_then(|s| s.parse().ok()).unwrap_or(60);
+    std::time::Duration::from_secs(secs)
 }
 
 /// Re-derives a campaign experiment's status (after a merge).

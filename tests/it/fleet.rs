@@ -268,6 +268,12 @@ impl PrivateServer {
         self.as_postgres("pg_ctl", &["-D", &self.data(), "-m", "immediate", "-w", "stop"], true);
     }
 
+    /// A clean, quick stop (`-m fast`: sessions are disconnected), as an
+    /// administrator's restart does.
+    fn down_fast(&self) {
+        self.as_postgres("pg_ctl", &["-D", &self.data(), "-m", "fast", "-w", "stop"], true);
+    }
+
     fn url(&self) -> String {
         format!("postgresql://postgres@127.0.0.1:{}/postgres?connect_timeout=5", self.port)
     }
@@ -283,6 +289,11 @@ impl Drop for PrivateServer {
     }
 }
 
+/// A server that stays away past the write retry window (shortened to 2 s
+/// with the test-only `FSLAB_TEST_STORE_RETRY_S`): the measured run is kept
+/// in the work directory's spool, the run fails naming the write and the
+/// server, and `--resume` with the server back stores the spooled run
+/// (once) before measuring the rest.
 #[test]
 fn a_server_that_goes_away_fails_the_write_and_resume_recovers() {
     if !common::root_or_skip() {
@@ -292,7 +303,7 @@ fn a_server_that_goes_away_fails_the_write_and_resume_recovers() {
     let dir = common::workdir("fslab-fleetgone");
     let spec = spec(dir.path(), "3", 1, "sleep 0.5");
     let url = server.url();
-    let mut run = fslab(&spec, &url, &[]).spawn().unwrap();
+    let mut run = fslab(&spec, &url, &[]).env("FSLAB_TEST_STORE_RETRY_S", "2").spawn().unwrap();
     wait_for_runs(&url, 1, &mut run);
     server.down();
     let out = run.wait_with_output().unwrap();
@@ -300,10 +311,16 @@ fn a_server_that_goes_away_fails_the_write_and_resume_recovers() {
     assert!(!out.status.success() && !err.contains("panicked"), "{err}");
     assert!(err.contains("cannot record run "), "the failed write is named: {err}");
     assert!(err.contains("127.0.0.1") && err.contains(&server.port.to_string()), "the server is named: {err}");
+    assert!(err.contains("retrying for up to 2 s") && err.contains("is kept in "), "{err}");
+    let spool = dir.path().join("work/spool");
+    let kept: Vec<_> = std::fs::read_dir(&spool).unwrap().flatten().collect();
+    assert_eq!(kept.len(), 1, "one measured run is spooled: {kept:?}");
 
     server.up();
     let err = ended("--resume", fslab(&spec, &url, &["--resume"]).output().unwrap());
     assert!(err.contains("resuming experiment") && err.contains("already done"), "{err}");
+    assert!(err.contains("kept in ") && err.contains("while the database was away"), "{err}");
+    assert_eq!(std::fs::read_dir(&spool).unwrap().count(), 0, "the spool is emptied");
     let store = Store::open_existing(&url).unwrap();
     let list = store.list_experiments().unwrap();
     assert_eq!(list.len(), 1, "{list:?}");
@@ -447,4 +464,30 @@ fn the_same_work_is_measured_by_one_process_at_a_time() {
         std::fs::remove_file(&gate).unwrap();
         ended("shard 1", first.wait_with_output().unwrap());
     }
+}
+
+/// Issue 20 item 5: a PostgreSQL restart (`pg_ctl stop -m fast`, 4 s
+/// down, start) during a run loses nothing: the write reconnects and
+/// retries, the experiment completes and every run is stored exactly once.
+#[test]
+fn a_brief_server_restart_loses_no_run() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let Some(server) = PrivateServer::start() else { return };
+    let dir = common::workdir("fslab-fleetrestart");
+    let spec = spec(dir.path(), "3", 1, "sleep 0.5");
+    let url = server.url();
+    let mut run = fslab(&spec, &url, &[]).spawn().unwrap();
+    wait_for_runs(&url, 1, &mut run);
+    server.down_fast();
+    sleep(Duration::from_secs(4));
+    server.up();
+    let err = ended("the run across a restart", run.wait_with_output().unwrap());
+    assert!(err.contains("reconnecting and retrying") && err.contains("retries"), "the write met the restart: {err}");
+    let store = Store::open_existing(&url).unwrap();
+    let list = store.list_experiments().unwrap();
+    assert_eq!((list.len(), list[0].status.as_str(), list[0].runs_ok), (1, "complete", 6), "{list:?}");
+    assert_eq!(stored(&store, list[0].id).len(), 6);
+    assert!(!dir.path().join("work/spool").exists(), "nothing spooled");
 }

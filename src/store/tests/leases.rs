@@ -1,4 +1,5 @@
 //! Leases (issue 20 item 4): one holder at a time per experiment or shard;
+//! and run writes idempotent on the run's uuid (item 5);
 //! a live holder is reported, a dead or expired one is taken over.
 
 use std::process::{Child, Command};
@@ -118,5 +119,23 @@ fn a_lease_has_one_live_holder_and_passes_on_when_it_dies_or_expires() {
         assert_eq!(taken_from(store.claim(key, w).unwrap()), Some(alive));
         child.kill().unwrap();
         child.wait().unwrap();
+    }
+}
+
+/// Issue 20 item 5: a write retried after its commit went through (the
+/// acknowledgement lost) finds the run by its uuid and stores nothing twice.
+#[test]
+fn recording_a_run_again_under_its_uuid_stores_it_once() {
+    for db in test_dbs("once") {
+        let mut store = db.open();
+        let id = store.create_experiment(&new_exp("once", "h2")).unwrap();
+        let context = store.recording_context().clone();
+        let run = full_run(0);
+        let uuid = "2f1c7c84-5d7e-4f0a-9a43-6f1b2d0e8a11";
+        let first = store.record_run_as(id, &run, &context, uuid).unwrap();
+        let again = store.record_run_as(id, &run, &context, uuid).unwrap();
+        assert_eq!(first, again, "{}", db.backend);
+        assert_eq!(store.runs(id).unwrap().len(), 1, "{}", db.backend);
+        assert_eq!(store.run_meta(first).unwrap().uuid, uuid);
     }
 }
