@@ -560,7 +560,7 @@ command = "dd if=/dev/zero of=data bs=1M count=4 oflag=direct status=none && sle
     let sizes: Vec<String> = first
         .metrics
         .iter()
-        .filter(|m| m.name.starts_with("media/requests"))
+        .filter(|m| m.name.starts_with("media/"))
         .map(|m| format!("{}={}", m.name, m.value))
         .collect();
     eprintln!("model: {}; guest block trace: reads {:?}, writes {:?}", sizes.join(" "), trace.read, trace.write);
