@@ -263,6 +263,9 @@ impl Filesystem for MediaFs {
             return reply.data(&text[from..to]);
         }
         let len = u64::from(size).min(self.size.saturating_sub(offset));
+        if !sector_aligned(offset, len) {
+            return reply.error(Errno::EINVAL);
+        }
         let due = self.charge(Op::Read, offset, len);
         READ_BUFFER.with_borrow_mut(|buf| {
             // Sized (and zeroed) once per thread: a fresh 1 MiB buffer per
@@ -303,6 +306,9 @@ impl Filesystem for MediaFs {
         }
         if offset + data.len() as u64 > self.size {
             return reply.error(Errno::ENOSPC);
+        }
+        if !sector_aligned(offset, data.len() as u64) {
+            return reply.error(Errno::EINVAL);
         }
         let due = self.charge(Op::Write, offset, data.len() as u64);
         match self.image.write_all_at(data, offset) {
@@ -351,6 +357,17 @@ impl Filesystem for MediaFs {
     fn releasedir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
         reply.ok();
     }
+}
+
+/// Whether a request on the image is whole 512-byte sectors, as a block
+/// device takes them. Refusing the rest (EINVAL, as O_DIRECT on a disk
+/// does) matters to QEMU: it probes the served file's alignment, and a file
+/// that takes 1-byte-aligned direct I/O is taken for one that ignores
+/// O_DIRECT and gets 4 KiB alignment, so a guest's 1 KiB ext4 blocks would
+/// reach the model as 4 KiB read-modify-writes. The host's loop device
+/// only sends whole sectors anyway.
+fn sector_aligned(offset: u64, len: u64) -> bool {
+    offset.is_multiple_of(512) && len.is_multiple_of(512)
 }
 
 /// Serve `image` as `spec` at `mountpoint` (an empty directory) until the
