@@ -116,8 +116,7 @@ pub fn describe(exp: &Experiment) -> String {
                         format!("{} = {} {} ({})", k.reference, k.package.name, k.package.version, k.package.suite)
                     }
                     crate::kernel::KernelSource::Build(b) => format!(
-                        "{} built from {}{} ({})",
-                        b.release,
+                        "a kernel built from {}{} ({})",
                         b.shown(),
                         b.package.as_ref().map(|p| format!(" = {} {}", p.name, p.version)).unwrap_or_default(),
                         if b.cached { "cached" } else { "NOT built yet: the first run builds it, which takes minutes" }

@@ -8,7 +8,7 @@
 //!    ([`super::debian`]) and unpacked with the patches applied, once per
 //!    package and patch set, into `<cache>/kernel-builds/tree-<key>/`; or a
 //!    kernel tree the user gave (built out of tree, never written). The
-//!    config is made in a scratch object directory: the base (`minimal`:
+//!    config is made in the tree's config directory (`cfg-<key>/`): the base (`minimal`:
 //!    `make tinyconfig` + [`MINIMAL`] merged by Kbuild's own
 //!    `scripts/kconfig/merge_config.sh`; `debian`: the matching Debian
 //!    image's config; or a file), then the `set` fragment (a choice member
@@ -220,9 +220,15 @@ pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
         return Err(SetRejected(problems.join("\n")).into());
     }
 
-    // The config, in a scratch object directory (a build may be using the shared one).
-    let scratch = Scratch::new(&builds)?;
-    let obj = scratch.0.as_path();
+    // The config, in the tree's config directory (the build's object
+    // directory may be busy): Kconfig's tools are compiled there once.
+    let obj = builds.join(format!("cfg-{}", &tree_key[..16]));
+    let _lock = super::cache::lock(&builds.join(format!(".cfg-{}.lock", &tree_key[..16])))?;
+    fs::create_dir_all(&obj)?;
+    for stale in [".config", ".config.old", "fslab-minimal.config", "fslab-set.config"] {
+        let _ = fs::remove_file(obj.join(stale));
+    }
+    let obj = obj.as_path();
     let cc = compiler_command();
     let make = |args: &[&str]| -> Result<()> { run_make(&tree, obj, &cc, args, Duration::from_secs(600)) };
     match &req.config {
@@ -382,25 +388,6 @@ impl Drop for GroupGuard {
         if let Some(pgid) = self.0.take() {
             kill_group(pgid);
         }
-    }
-}
-
-/// A scratch directory under the builds directory, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(builds: &Path) -> Result<Scratch> {
-        let nanos =
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(0);
-        let dir = builds.join(format!(".config-{}-{nanos:x}", std::process::id()));
-        fs::create_dir(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        Ok(Scratch(dir))
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = fs::remove_dir_all(&self.0);
     }
 }
 

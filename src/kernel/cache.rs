@@ -81,11 +81,25 @@ pub fn entries(cache: &Path) -> Result<Vec<CachedEntry>> {
             .flatten()
             .find(|b| b.file_name().to_string_lossy().starts_with("vmlinuz-"))
             .and_then(|b| super::bzimage::read_release(&b.path()).ok());
-        let package = fs::read_to_string(path.join(super::ENTRY_INFO)).ok().and_then(|t| serde_json::from_str(&t).ok());
+        let package = fs::read_to_string(path.join(super::ENTRY_INFO))
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .or_else(|| built_info(&path));
         found.push(CachedEntry { bytes: disk_usage(&path), key, path, release, package });
     }
     found.sort_by(|a, b| a.release.cmp(&b.release).then_with(|| a.key.cmp(&b.key)));
     Ok(found)
+}
+
+/// What a built kernel's entry says about its build, shaped like a package's.
+fn built_info(entry: &Path) -> Option<super::EntryInfo> {
+    let text = fs::read_to_string(entry.join(super::build::BUILD_INFO)).ok()?;
+    let b: super::build::KernelBuild = serde_json::from_str(&text).ok()?;
+    Some(super::EntryInfo {
+        package: format!("built: {}", b.shown()),
+        version: b.package.as_ref().map_or_else(|| b.version.clone(), |p| p.version.clone()),
+        suite: b.package.map(|p| p.suite),
+    })
 }
 
 /// Bytes used by `path` and everything under it (links counted, not followed).

@@ -277,6 +277,10 @@ fn vm_config(exp: &Experiment, variant: &VariantConfig, spec: &crate::experiment
     let named =
         named.chain(exp.workloads.iter().flat_map(|w| named_dirs(&serde_json::to_value(w).unwrap_or_default())));
     for dir in named {
+        // The guest has its own /proc, /sys and /dev: sharing the host's over them breaks its boot.
+        if ["/proc", "/sys", "/dev"].iter().any(|p| dir.starts_with(p)) {
+            continue;
+        }
         let covered = ro_dirs.iter().any(|d| dir.starts_with(d));
         if vm::hidden_in_guest(&dir) && !exp.workdir.starts_with(&dir) && !dir.starts_with(&exp.workdir) && !covered {
             ro_dirs.retain(|d| !d.starts_with(&dir));

@@ -20,12 +20,6 @@ pub fn ensure_loaded(module: &str) -> Result<()> {
     if is_available(module) {
         return Ok(());
     }
-    // A kernel without loadable modules (fslab's `minimal` builds) has
-    // everything built in that it has at all; a missing feature then fails
-    // where it is used (an unknown filesystem type at mount).
-    if !Path::new("/proc/modules").exists() {
-        return Ok(());
-    }
     let release = super::kernel_release();
     run_tool("modprobe", &[module]).with_context(|| {
         format!(

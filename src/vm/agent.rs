@@ -74,11 +74,17 @@ pub fn run(exchange: &Path, extra: &[(&str, Handler)]) -> Result<()> {
 
 /// Load the modules, wait for the disk; the disk's device path.
 fn setup(info: &SessionInfo) -> Result<Option<String>> {
-    for module in &info.modules {
+    // A kernel without loadable modules (fslab's `minimal` builds) has built
+    // in all it has, and a built-in driver without parameters is not in
+    // /sys/module: modprobe would fail. A missing filesystem fails at mount.
+    let modular = std::path::Path::new("/proc/modules").exists();
+    for module in info.modules.iter().filter(|_| modular) {
         ensure_loaded(module)?;
     }
     let Some(serial) = &info.disk_serial else { return Ok(None) };
-    ensure_loaded("virtio_blk")?;
+    if modular {
+        ensure_loaded("virtio_blk")?;
+    }
     let started = Instant::now();
     loop {
         if let Some(disk) = probe::disk_by_serial(serial) {
