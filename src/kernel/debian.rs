@@ -430,13 +430,14 @@ fn split_name(name: &str) -> Option<(String, Option<String>)> {
     (numbers >= 3).then(|| (abi.to_string(), flavour))
 }
 
-/// The kernel image packages of one `Packages` index. Only paragraphs that
-/// start with `Package: linux-image-` are parsed (the index is ~50 MB).
-fn kernel_packages(text: &str, suite: &str) -> Vec<Package> {
-    const START: &str = "Package: linux-image-";
+/// The packages of one `Packages` index whose name starts with `prefix`
+/// and that have a version and a SHA-256 (`abi` and `flavour` left for the
+/// caller). Only those paragraphs are parsed (the index is ~50 MB).
+fn packages_named(text: &str, prefix: &str, suite: &str) -> Vec<Package> {
+    let start = format!("Package: {prefix}");
     let mut out = Vec::new();
     let mut from = 0;
-    while let Some(at) = text[from..].find(START).map(|i| i + from) {
+    while let Some(at) = text[from..].find(&start).map(|i| i + from) {
         let end = text[at..].find("\n\n").map_or(text.len(), |i| i + at);
         from = end;
         if at > 0 && text.as_bytes()[at - 1] != b'\n' {
@@ -449,54 +450,42 @@ fn kernel_packages(text: &str, suite: &str) -> Vec<Package> {
         let (Some(name), Some(version), Some(sha256)) = (field("Package"), field("Version"), field("SHA256")) else {
             continue;
         };
-        let Some((abi, flavour)) = split_name(name) else { continue };
-        out.push(Package {
+        let package = Package {
             name: name.to_string(),
             version: version.to_string(),
             suite: suite.to_string(),
-            abi,
-            flavour,
+            abi: String::new(),
+            flavour: None,
             size: field("Size").and_then(|s| s.parse().ok()).unwrap_or(0),
             sha256: sha256.to_string(),
-        });
+        };
+        out.push(package);
     }
     out
+}
+
+/// The kernel image packages of one `Packages` index.
+fn kernel_packages(text: &str, suite: &str) -> Vec<Package> {
+    packages_named(text, "linux-image-", suite)
+        .into_iter()
+        .filter_map(|package| {
+            let (abi, flavour) = split_name(&package.name)?;
+            Some(Package { abi, flavour, ..package })
+        })
+        .collect()
 }
 
 /// The kernel source packages (`linux-source-5.10`) of one `Packages`
 /// index; their series (`5.10`) goes in `abi`.
 fn source_packages(text: &str, suite: &str) -> Vec<Package> {
-    const START: &str = "Package: linux-source-";
-    let mut out = Vec::new();
-    let mut from = 0;
-    while let Some(at) = text[from..].find(START).map(|i| i + from) {
-        let end = text[at..].find("\n\n").map_or(text.len(), |i| i + at);
-        from = end;
-        if at > 0 && text.as_bytes()[at - 1] != b'\n' {
-            continue;
-        }
-        let para = &text[at..end];
-        let field = |name: &str| {
-            para.lines().find_map(|l| l.strip_prefix(name).and_then(|r| r.strip_prefix(": "))).map(str::trim)
-        };
-        let (Some(name), Some(version), Some(sha256)) = (field("Package"), field("Version"), field("SHA256")) else {
-            continue;
-        };
-        let series = name.trim_start_matches("linux-source-");
-        if !series.split('.').all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit())) {
-            continue;
-        }
-        out.push(Package {
-            name: name.to_string(),
-            version: version.to_string(),
-            suite: suite.to_string(),
-            abi: series.to_string(),
-            flavour: None,
-            size: field("Size").and_then(|s| s.parse().ok()).unwrap_or(0),
-            sha256: sha256.to_string(),
-        });
-    }
-    out
+    packages_named(text, "linux-source-", suite)
+        .into_iter()
+        .filter_map(|package| {
+            let series = package.name.trim_start_matches("linux-source-").to_string();
+            let numeric = series.split('.').all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+            numeric.then(|| Package { abi: series, ..package })
+        })
+        .collect()
 }
 
 /// Order by Debian version, then by suite (the first listed wins a tie).
