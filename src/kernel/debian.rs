@@ -483,7 +483,7 @@ fn source_packages(text: &str, suite: &str) -> Vec<Package> {
         .filter_map(|package| {
             let series = package.name.trim_start_matches("linux-source-").to_string();
             let numeric = series.split('.').all(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
-            numeric.then(|| Package { abi: series, ..package })
+            numeric.then_some(Package { abi: series, ..package })
         })
         .collect()
 }
@@ -650,5 +650,16 @@ mod tests {
         );
         assert_eq!(suite_of_list("deb.debian.org_debian_dists_trixie_InRelease"), None);
         assert_eq!(suite_of_list("deb.debian.org_debian_dists_sid_main_binary-amd64_Packages"), None);
+    }
+
+    #[test]
+    fn source_packages_carry_their_series() {
+        let text = "Package: linux-source-5.10\nVersion: 5.10.262-1\nSize: 9\nSHA256: aa\n\n\
+                    Package: linux-source\nVersion: 5.10.262-1\nSHA256: bb\n\n\
+                    Package: linux-image-6.1.0-50-amd64\nVersion: 6.1.176-1\nSHA256: cc\n";
+        let found = source_packages(text, "bullseye");
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!((found[0].abi.as_str(), found[0].size, found[0].flavour.as_deref()), ("5.10", 9, None));
+        assert_eq!(found[0].suite, "bullseye");
     }
 }
