@@ -171,8 +171,19 @@ fn timing_adaptive_repetition_stops_when_decisive_and_adds_rounds_when_not() {
     let summary = runner::run(&decisive, &mut store, &RunOptions::default(), &mut Silent).unwrap();
     assert!(summary.rounds < 8 && summary.runs_ok == 2 * summary.rounds, "stopped early: {summary:?}");
 
-    // Pure noise of ±80%: never decisive, so rounds are added up to max.
-    let noisy = adaptive_experiment(dir.path(), "sleep 0.0$(( $(od -An -N1 -tu1 /dev/urandom) % 9 + 1 ))");
+    // Both sides take 0.01 s and 0.09 s in turns (a counter outside the
+    // testbed, so the same multiset on each side every two rounds): never
+    // decisive, so rounds are added up to max. (Random noise here was a
+    // coin with the rule's own error rate: CI once saw it stop at 6.)
+    let counter = dir.path().join("runs-so-far");
+    let noisy = adaptive_experiment(
+        dir.path(),
+        &format!(
+            "c={}; k=$(cat $c 2>/dev/null || echo 0); echo $((k + 1)) > $c; \
+             if [ $(( (k / 2 + k) % 2 )) -eq 0 ]; then sleep 0.01; else sleep 0.09; fi",
+            counter.display()
+        ),
+    );
     let summary = runner::run(&noisy, &mut store, &RunOptions::default(), &mut Silent).unwrap();
     assert_eq!((summary.rounds, summary.runs_ok), (8, 16), "{summary:?}");
 }
