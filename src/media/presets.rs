@@ -195,19 +195,6 @@ mod tests {
     use crate::media::flash::open_au_rate;
     use crate::media::spec::MediaParams;
 
-    const FLASH_PARAMETERS: [&str; 10] = [
-        "au",
-        "page",
-        "open_aus",
-        "linear_only",
-        "write_mbps",
-        "read_mbps",
-        "read_latency",
-        "program_latency",
-        "copy_mbps",
-        "gc",
-    ];
-
     /// Every number of every flash preset is cited, fitted or assumed,
     /// exactly once, and what is cited is what the preset holds.
     #[test]
@@ -218,7 +205,7 @@ mod tests {
             let mut listed: Vec<&str> =
                 source.cited.iter().chain(source.fitted).chain(source.assumed).copied().collect();
             listed.sort_unstable();
-            let mut all = FLASH_PARAMETERS.to_vec();
+            let mut all = crate::media::spec::FLASH_KEYS.to_vec();
             all.sort_unstable();
             assert_eq!(listed, all, "{name}: each parameter cited, fitted or assumed exactly once");
             assert_eq!(source.fitted.is_empty(), source.open_au_table.is_empty(), "{name}: fits need a table");

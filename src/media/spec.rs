@@ -181,7 +181,9 @@ fn set(params: &mut MediaParams, key: &str, v: &toml::Value) -> Result<(), Strin
     Ok(())
 }
 
-const FLASH_KEYS: &[&str] = &[
+/// The keys of `device = { model = "flash", … }`, and the parameters every
+/// flash preset's sources must account for.
+pub(crate) const FLASH_KEYS: &[&str] = &[
     "au",
     "page",
     "open_aus",
