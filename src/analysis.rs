@@ -645,6 +645,99 @@ mod tests {
         }
     }
 
+    fn named(metric: &str, variant: &str, values: &[f64]) -> MetricSeries {
+        MetricSeries { workload: "command".into(), metric: metric.into(), ..series(variant, values) }
+    }
+
+    /// A command workload where `b` clearly writes more (disk/writes, 2×)
+    /// while its wall time is the same as `a`'s; `decisive` as given.
+    fn evidence_case(decisive: &str) -> (Experiment, Vec<MetricSeries>) {
+        let text = format!(
+            "name = \"e\"\nrepetitions = {{ min = 5, max = 20 }}\n\
+             [[variant]]\nname = \"a\"\nfs = \"dir:/tmp\"\n[[variant]]\nname = \"b\"\nfs = \"dir:/tmp\"\n\
+             [[workload]]\nkind = \"command\"\ncommand = \"true\"\n{decisive}"
+        );
+        let exp = crate::experiment::parse(&text, None).unwrap();
+        let same = [1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.01, 0.99, 1.0];
+        let wall_b = [1.0, 0.99, 1.01, 1.0, 0.995, 1.005, 1.0, 0.99, 1.01, 1.0];
+        let noisy_a = [1.0, 2.0, 0.5, 1.5, 0.8, 1.2, 1.9, 0.6, 1.1, 0.9];
+        let noisy_b = [0.9, 1.8, 0.7, 1.6, 1.0, 1.3, 0.5, 2.0, 1.0, 0.8];
+        let series = vec![
+            named("wall_s", "a", &same),
+            named("wall_s", "b", &wall_b),
+            named("disk/writes", "a", &same.map(|x| 100.0 * x)),
+            named("disk/writes", "b", &same.map(|x| 200.0 * x)),
+            // Evidence too noisy to decide in 10 runs: must not hold a run open.
+            named("cpu/sys_pct", "a", &noisy_a),
+            named("cpu/sys_pct", "b", &noisy_b),
+        ];
+        (exp, series)
+    }
+
+    #[test]
+    fn evidence_is_its_own_family_and_decides_only_when_named() {
+        let (exp, series) = evidence_case("");
+        let cfg = compare_config(&exp);
+        let mut rows = compare_series(&series, "a", &cfg);
+        // Workload metrics first, then evidence; evidence has its own BH family.
+        let names: Vec<&str> = rows.iter().map(|r| r.metric.as_str()).collect();
+        assert_eq!(names, ["wall_s", "cpu/sys_pct", "disk/writes"]);
+        let alone = compare_series(&series[..2], "a", &cfg);
+        assert_eq!(alone[0].p_adjusted, rows[0].p_adjusted, "evidence moved a workload metric's BH adjustment");
+        assign_roles(&mut rows, &exp.workloads, &[]);
+        let roles: Vec<(bool, bool)> = rows.iter().map(|r| (r.evidence, r.decisive)).collect();
+        assert_eq!(roles, [(false, true), (true, false), (true, false)]);
+        assert_eq!(rows[2].verdict, Verdict::Regressed, "evidence keeps its own verdict");
+
+        let (exp, _) = evidence_case("decisive = [\"disk/writes\"]\n");
+        assign_roles(&mut rows, &exp.workloads, &[]);
+        let roles: Vec<(bool, bool)> = rows.iter().map(|r| (r.evidence, r.decisive)).collect();
+        assert_eq!(roles, [(false, true), (true, false), (true, true)]);
+        assert_eq!(exp.workloads[0].decisive, ["disk/writes"]);
+    }
+
+    #[test]
+    fn emulated_comparisons_are_decided_by_the_instruction_count() {
+        let (exp, mut series) = evidence_case("");
+        series.push(named(crate::metric::INSTRUCTIONS, "a", &[1e9; 10]));
+        series.push(named(crate::metric::INSTRUCTIONS, "b", &[1.1e9; 10]));
+        let mut rows = compare_series(&series, "a", &compare_config(&exp));
+        assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
+        let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
+        assert_eq!(decisive, [crate::metric::INSTRUCTIONS]);
+        assert!(rows.iter().all(|r| r.emulated));
+        let note = emulation_note(&rows).expect("a note on the demoted wall time");
+        assert!(note.contains("command/wall_s") && note.contains("vm/instructions"), "{note}");
+        // Without a counted instruction metric, emulation changes nothing.
+        let mut rows = compare_series(&series[..6], "a", &compare_config(&exp));
+        assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
+        assert!(rows.iter().all(|r| !r.emulated) && rows[0].decisive && emulation_note(&rows).is_none());
+        // A file that names `decisive` overrides the default.
+        let (exp, _) = evidence_case("decisive = [\"disk/writes\"]\n");
+        let mut rows = compare_series(&series, "a", &compare_config(&exp));
+        assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
+        let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
+        assert_eq!(decisive, ["wall_s", "disk/writes"]);
+    }
+
+    #[test]
+    fn adaptive_stopping_ignores_evidence_unless_named() {
+        let deciding = |series: &[MetricSeries]| {
+            let series = series.to_vec();
+            move || Ok(Deciding { series, emulated_variants: Vec::new() })
+        };
+        // Wall time decided (no change); the noisy evidence is inconclusive
+        // but decides nothing: stop.
+        let (exp, series) = evidence_case("");
+        let cfg = compare_config(&exp);
+        let step = adaptive_step(&exp, &cfg, 10, deciding(&series)).unwrap();
+        assert!(matches!(step, AdaptiveStep::Stop(_)), "{step:?}");
+        // Named, the inconclusive evidence holds the experiment open.
+        let (exp, _) = evidence_case("decisive = [\"cpu/sys_pct\"]\n");
+        let step = adaptive_step(&exp, &cfg, 10, deciding(&series)).unwrap();
+        assert!(matches!(step, AdaptiveStep::Continue(_)), "{step:?}");
+    }
+
     // #12 part 4: the row is the Comparison plus context. Every key of the
     // serialized Comparison appears in the row with the same value.
     #[test]
