@@ -1,6 +1,9 @@
 //! From stored per-run metrics to comparison rows: every variant against
-//! the baseline, for every workload metric, with Benjamini–Hochberg across
-//! the metrics of one (workload, variant) comparison; and the planning that
+//! the baseline, for every workload metric and every evidence metric, with
+//! Benjamini–Hochberg across the workload metrics of one (workload,
+//! variant) comparison and, separately, across its evidence metrics (so
+//! recording more evidence never moves a workload metric's verdict);
+//! [`assign_roles`], the one rule of which rows decide; and the planning that
 //! reads the noise of earlier results (`fslab plan`, the runner's up-front
 //! note).
 
@@ -47,6 +50,16 @@ pub struct ComparisonRow {
     pub values_variant: Vec<f64>,
     /// Trend of the baseline over run order; see [`ComparisonRow::drift_note`].
     pub drift: Option<Trend>,
+    /// An evidence metric (`disk/…`, `vm/instructions`, …; see
+    /// [`crate::metric`]), shown in its own group.
+    pub evidence: bool,
+    /// Does this row decide its workload (adaptive stopping, the headline)?
+    /// Set by [`assign_roles`].
+    pub decisive: bool,
+    /// A side of this comparison ran under emulation (TCG) and the guest's
+    /// instructions were counted: wall time follows the host's load there,
+    /// so by default only `vm/instructions` decides.
+    pub emulated: bool,
     #[serde(flatten)]
     pub comparison: Comparison,
 }
@@ -119,6 +132,9 @@ impl SideFigures {
             values_baseline: b.values.clone(),
             values_variant: v.values.clone(),
             drift: trend(&b.values, theta),
+            evidence: crate::metric::is_evidence(&b.metric),
+            decisive: !crate::metric::is_evidence(&b.metric),
+            emulated: false,
             comparison,
         }
     }
@@ -180,13 +196,21 @@ pub fn compare_series(series: &[MetricSeries], baseline: &str, cfg: &CompareConf
                         .map(|v| (b, v))
                 })
                 .collect();
-            // Sweep points in numeric order: filemix-1, filemix-8, filemix-16.
-            pairs.sort_by_key(|(a, _)| natural_key(&a.metric));
-            let items: Vec<(&[f64], &[f64], bool)> =
-                pairs.iter().map(|(b, v)| (b.values.as_slice(), v.values.as_slice(), b.higher_is_better)).collect();
-            let comparisons = compare_family(&items, cfg);
-            for ((b, v), c) in pairs.into_iter().zip(comparisons) {
-                rows.push(SideFigures::row(b, v, c, cfg.theta));
+            // Sweep points in numeric order: filemix-1, filemix-8, filemix-16;
+            // workload metrics first, then evidence.
+            pairs.sort_by_key(|(a, _)| (crate::metric::is_evidence(&a.metric), natural_key(&a.metric)));
+            // Two families: the workload's metrics, and its evidence.
+            for evidence in [false, true] {
+                let family: Vec<_> =
+                    pairs.iter().filter(|(b, _)| crate::metric::is_evidence(&b.metric) == evidence).collect();
+                let items: Vec<(&[f64], &[f64], bool)> = family
+                    .iter()
+                    .map(|(b, v)| (b.values.as_slice(), v.values.as_slice(), b.higher_is_better))
+                    .collect();
+                let comparisons = compare_family(&items, cfg);
+                for ((b, v), c) in family.into_iter().zip(comparisons) {
+                    rows.push(SideFigures::row(b, v, c, cfg.theta));
+                }
             }
         }
     }
@@ -213,10 +237,87 @@ fn natural_key(name: &str) -> Vec<(String, u64)> {
     key
 }
 
-/// True when no row that matters is inconclusive (adaptive repetition may
-/// stop). `is_decisive(workload, metric)` says whether a row matters.
-pub fn all_decisive(rows: &[ComparisonRow], is_decisive: impl Fn(&str, &str) -> bool) -> bool {
-    rows.iter().filter(|r| is_decisive(&r.workload, &r.metric)).all(|r| r.verdict != Verdict::Inconclusive)
+/// The one rule of which rows decide (adaptive stopping, the headline):
+///
+/// * a workload metric decides when its kind says so
+///   ([`crate::workload::Kind::is_decisive`]: e.g. wall time, not CPU time);
+/// * an evidence metric decides only when the workload names it in
+///   `decisive = [...]`;
+/// * a comparison with a side run under emulation whose guest instructions
+///   were counted (`emulated`): only `vm/instructions` decides, unless the
+///   workload names `decisive` (then the two rules above apply).
+///
+/// `workloads`: the experiment's workloads; rows of a workload not among
+/// them are decided by their workload metrics. `emulated_variants`: the
+/// variants with a run under emulation (see [`emulated_variants`]).
+pub fn assign_roles(
+    rows: &mut [ComparisonRow],
+    workloads: &[crate::experiment::WorkloadConfig],
+    emulated_variants: &[String],
+) {
+    let counted: Vec<(String, String, String)> = rows
+        .iter()
+        .filter(|r| r.metric == crate::metric::INSTRUCTIONS)
+        .map(|r| (r.workload.clone(), r.baseline.clone(), r.variant.clone()))
+        .collect();
+    for r in rows.iter_mut() {
+        let key = (r.workload.clone(), r.baseline.clone(), r.variant.clone());
+        r.evidence = crate::metric::is_evidence(&r.metric);
+        r.emulated = (emulated_variants.contains(&r.baseline) || emulated_variants.contains(&r.variant))
+            && counted.contains(&key);
+        r.decisive = match workloads.iter().find(|w| w.label == r.workload) {
+            Some(w) => w.decides(&r.metric, r.emulated),
+            None => !r.evidence,
+        };
+    }
+}
+
+/// The variants of experiment `id` with a run under emulation (TCG).
+pub fn emulated_variants(store: &Store, id: i64) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for (variant, place) in store.variant_places(id)? {
+        if place.is_emulated() && !out.contains(&variant) {
+            out.push(variant);
+        }
+    }
+    Ok(out)
+}
+
+/// Why an emulated comparison's wall-time rows did not decide, for
+/// `compare` and the report (`None` when no row is emulated).
+pub fn emulation_note(rows: &[ComparisonRow]) -> Option<String> {
+    let demoted: Vec<String> = rows
+        .iter()
+        .filter(|r| r.emulated && !r.evidence && !r.decisive)
+        .map(|r| format!("{}/{}", r.workload, r.metric))
+        .fold(Vec::new(), |mut v, m| {
+            if !v.contains(&m) {
+                v.push(m);
+            }
+            v
+        });
+    if demoted.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "emulated: {} ran under TCG emulation, where wall time follows the host's load; \
+         `{}` decided instead (name `decisive = [...]` on the workload to choose otherwise)",
+        demoted.join(", "),
+        crate::metric::INSTRUCTIONS
+    ))
+}
+
+/// True when no decisive row is inconclusive (adaptive repetition may
+/// stop); see [`assign_roles`].
+pub fn all_decisive(rows: &[ComparisonRow]) -> bool {
+    rows.iter().filter(|r| r.decisive).all(|r| r.verdict != Verdict::Inconclusive)
+}
+
+/// What adaptive repetition reads at a look: the stored series and the
+/// variants that ran under emulation.
+pub struct Deciding {
+    pub series: Vec<MetricSeries>,
+    pub emulated_variants: Vec<String>,
 }
 
 /// What adaptive repetition does after a round.
@@ -231,23 +332,22 @@ pub enum AdaptiveStep {
 /// The sequential rule of `{ min, max }` after `rounds` rounds (fewer than
 /// max): the design may only stop at its planned looks (every round unless
 /// max − min ≥ 50, see [`SequentialDesign`]), and at a look it stops when no
-/// decisive metric ([`crate::workload::Kind::is_decisive`]) is inconclusive
-/// at that look's boundary. `series` is read only at a look. At the first
-/// look it also notes what `max` can resolve at the noise seen so far.
+/// decisive row ([`assign_roles`]) is inconclusive at that look's boundary.
+/// `deciding` is read only at a look. At the first look it also notes what
+/// `max` can resolve at the noise seen so far.
 pub fn adaptive_step(
     exp: &Experiment,
     cfg: &CompareConfig,
     rounds: usize,
-    series: impl FnOnce() -> Result<Vec<MetricSeries>>,
+    deciding: impl FnOnce() -> Result<Deciding>,
 ) -> Result<AdaptiveStep> {
     let Some(look) = cfg.design().filter(|d| d.is_look(rounds)).map(|d| d.look_at(rounds)) else {
         return Ok(AdaptiveStep::Continue(Vec::new()));
     };
-    let rows = compare_series(&series()?, &exp.baseline, cfg);
-    let is_decisive = |label: &str, metric: &str| {
-        exp.workloads.iter().find(|w| w.label == label).is_none_or(|w| w.is_decisive(metric))
-    };
-    if all_decisive(&rows, is_decisive) {
+    let deciding = deciding()?;
+    let mut rows = compare_series(&deciding.series, &exp.baseline, cfg);
+    assign_roles(&mut rows, &exp.workloads, &deciding.emulated_variants);
+    if all_decisive(&rows) {
         return Ok(AdaptiveStep::Stop(format!(
             "every comparison is decisive after {rounds} rounds (look {} of {})",
             look.index, look.count
@@ -543,6 +643,99 @@ mod tests {
             variant: variant.into(),
             values: values.to_vec(),
         }
+    }
+
+    fn named(metric: &str, variant: &str, values: &[f64]) -> MetricSeries {
+        MetricSeries { workload: "command".into(), metric: metric.into(), ..series(variant, values) }
+    }
+
+    /// A command workload where `b` clearly writes more (disk/writes, 2×)
+    /// while its wall time is the same as `a`'s; `decisive` as given.
+    fn evidence_case(decisive: &str) -> (Experiment, Vec<MetricSeries>) {
+        let text = format!(
+            "name = \"e\"\nrepetitions = {{ min = 5, max = 20 }}\n\
+             [[variant]]\nname = \"a\"\nfs = \"dir:/tmp\"\n[[variant]]\nname = \"b\"\nfs = \"dir:/tmp\"\n\
+             [[workload]]\nkind = \"command\"\ncommand = \"true\"\n{decisive}"
+        );
+        let exp = crate::experiment::parse(&text, None).unwrap();
+        let same = [1.0, 1.01, 0.99, 1.0, 1.005, 0.995, 1.0, 1.01, 0.99, 1.0];
+        let wall_b = [1.0, 0.99, 1.01, 1.0, 0.995, 1.005, 1.0, 0.99, 1.01, 1.0];
+        let noisy_a = [1.0, 2.0, 0.5, 1.5, 0.8, 1.2, 1.9, 0.6, 1.1, 0.9];
+        let noisy_b = [0.9, 1.8, 0.7, 1.6, 1.0, 1.3, 0.5, 2.0, 1.0, 0.8];
+        let series = vec![
+            named("wall_s", "a", &same),
+            named("wall_s", "b", &wall_b),
+            named("disk/writes", "a", &same.map(|x| 100.0 * x)),
+            named("disk/writes", "b", &same.map(|x| 200.0 * x)),
+            // Evidence too noisy to decide in 10 runs: must not hold a run open.
+            named("cpu/sys_pct", "a", &noisy_a),
+            named("cpu/sys_pct", "b", &noisy_b),
+        ];
+        (exp, series)
+    }
+
+    #[test]
+    fn evidence_is_its_own_family_and_decides_only_when_named() {
+        let (exp, series) = evidence_case("");
+        let cfg = compare_config(&exp);
+        let mut rows = compare_series(&series, "a", &cfg);
+        // Workload metrics first, then evidence; evidence has its own BH family.
+        let names: Vec<&str> = rows.iter().map(|r| r.metric.as_str()).collect();
+        assert_eq!(names, ["wall_s", "cpu/sys_pct", "disk/writes"]);
+        let alone = compare_series(&series[..2], "a", &cfg);
+        assert_eq!(alone[0].p_adjusted, rows[0].p_adjusted, "evidence moved a workload metric's BH adjustment");
+        assign_roles(&mut rows, &exp.workloads, &[]);
+        let roles: Vec<(bool, bool)> = rows.iter().map(|r| (r.evidence, r.decisive)).collect();
+        assert_eq!(roles, [(false, true), (true, false), (true, false)]);
+        assert_eq!(rows[2].verdict, Verdict::Regressed, "evidence keeps its own verdict");
+
+        let (exp, _) = evidence_case("decisive = [\"disk/writes\"]\n");
+        assign_roles(&mut rows, &exp.workloads, &[]);
+        let roles: Vec<(bool, bool)> = rows.iter().map(|r| (r.evidence, r.decisive)).collect();
+        assert_eq!(roles, [(false, true), (true, false), (true, true)]);
+        assert_eq!(exp.workloads[0].decisive, ["disk/writes"]);
+    }
+
+    #[test]
+    fn emulated_comparisons_are_decided_by_the_instruction_count() {
+        let (exp, mut series) = evidence_case("");
+        series.push(named(crate::metric::INSTRUCTIONS, "a", &[1e9; 10]));
+        series.push(named(crate::metric::INSTRUCTIONS, "b", &[1.1e9; 10]));
+        let mut rows = compare_series(&series, "a", &compare_config(&exp));
+        assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
+        let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
+        assert_eq!(decisive, [crate::metric::INSTRUCTIONS]);
+        assert!(rows.iter().all(|r| r.emulated));
+        let note = emulation_note(&rows).expect("a note on the demoted wall time");
+        assert!(note.contains("command/wall_s") && note.contains("vm/instructions"), "{note}");
+        // Without a counted instruction metric, emulation changes nothing.
+        let mut rows = compare_series(&series[..6], "a", &compare_config(&exp));
+        assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
+        assert!(rows.iter().all(|r| !r.emulated) && rows[0].decisive && emulation_note(&rows).is_none());
+        // A file that names `decisive` overrides the default.
+        let (exp, _) = evidence_case("decisive = [\"disk/writes\"]\n");
+        let mut rows = compare_series(&series, "a", &compare_config(&exp));
+        assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
+        let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
+        assert_eq!(decisive, ["wall_s", "disk/writes"]);
+    }
+
+    #[test]
+    fn adaptive_stopping_ignores_evidence_unless_named() {
+        let deciding = |series: &[MetricSeries]| {
+            let series = series.to_vec();
+            move || Ok(Deciding { series, emulated_variants: Vec::new() })
+        };
+        // Wall time decided (no change); the noisy evidence is inconclusive
+        // but decides nothing: stop.
+        let (exp, series) = evidence_case("");
+        let cfg = compare_config(&exp);
+        let step = adaptive_step(&exp, &cfg, 10, deciding(&series)).unwrap();
+        assert!(matches!(step, AdaptiveStep::Stop(_)), "{step:?}");
+        // Named, the inconclusive evidence holds the experiment open.
+        let (exp, _) = evidence_case("decisive = [\"cpu/sys_pct\"]\n");
+        let step = adaptive_step(&exp, &cfg, 10, deciding(&series)).unwrap();
+        assert!(matches!(step, AdaptiveStep::Continue(_)), "{step:?}");
     }
 
     // #12 part 4: the row is the Comparison plus context. Every key of the

@@ -90,7 +90,13 @@ fn table(c: &Check) -> String {
             Evidence::Experiment(cmp) => format!("CI {}", human::ci_pct(cmp.ci_low_pct, cmp.ci_high_pct)),
             Evidence::None => "–".to_string(),
         };
-        let name = if m.decisive { m.name.clone() } else { format!("{} (side)", m.name) };
+        // Names are `workload/metric[ [variant]]`; evidence is told by the metric's namespace.
+        let evidence = m.name.split_once('/').is_some_and(|(_, metric)| fslab::metric::is_evidence(metric));
+        let name = match (m.decisive, evidence) {
+            (true, _) => m.name.clone(),
+            (false, true) => format!("{} (evidence)", m.name),
+            (false, false) => format!("{} (side)", m.name),
+        };
         t.add_row(vec![
             Cell::new(name),
             Cell::new(m.outcome.as_str()),

@@ -82,6 +82,9 @@ pub struct WorkloadConfig {
     pub timeout: Option<Duration>,
     pub cache: CachePolicy,
     pub params: WorkloadParams,
+    /// Evidence metrics the file names in `decisive = [...]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisive: Vec<String>,
 }
 
 impl WorkloadConfig {
@@ -90,9 +93,25 @@ impl WorkloadConfig {
     }
 
     /// Does `metric` decide adaptive repetition? CPU-time side metrics and
-    /// phase splits are reported but do not hold an experiment open.
+    /// phase splits are reported but do not hold an experiment open; nor
+    /// does evidence, unless named in `decisive`.
     pub fn is_decisive(&self, metric: &str) -> bool {
-        self.params.is_decisive(metric)
+        self.decides(metric, false)
+    }
+
+    /// [`WorkloadConfig::is_decisive`] for a comparison that ran under
+    /// emulation with guest instructions counted (`emulated`): then only
+    /// `vm/instructions` decides, unless the file names `decisive`. The
+    /// whole rule is [`crate::analysis::assign_roles`].
+    pub fn decides(&self, metric: &str, emulated: bool) -> bool {
+        if emulated && self.decisive.is_empty() {
+            return metric == crate::metric::INSTRUCTIONS;
+        }
+        if crate::metric::is_evidence(metric) {
+            self.decisive.iter().any(|d| d == metric)
+        } else {
+            self.params.is_decisive(metric)
+        }
     }
 
     /// The runnable workload.

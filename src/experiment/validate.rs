@@ -316,8 +316,36 @@ fn resolve_workload(src: &Source, mut table: Table) -> Result<(WorkloadConfig, O
         timeout: common.timeout.as_ref().map(|t| t.get_ref().0),
         cache: common.cache.unwrap_or_default(),
         params,
+        decisive: decisive_metrics(src, common.decisive.as_ref())?,
     };
     Ok((config, common.name.as_ref().map(Spanned::span), kind.span()))
+}
+
+/// `decisive = [...]`: known evidence metrics, each once.
+fn decisive_metrics(src: &Source, list: Option<&Spanned<Vec<Spanned<String>>>>) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for name in list.map(|l| l.get_ref().as_slice()).unwrap_or_default() {
+        let text = name.get_ref();
+        let why = if !crate::metric::is_evidence(text) {
+            let namespaces: Vec<String> =
+                crate::metric::EVIDENCE_NAMESPACES.iter().map(|(ns, _)| format!("{ns}/…")).collect();
+            Some(format!(
+                "`{text}` is not an evidence metric ({}); a workload's own metrics decide by its kind",
+                namespaces.join(", ")
+            ))
+        } else if text.contains('*') || !crate::metric::is_known_evidence(text) {
+            Some(format!("unknown evidence metric `{text}`; known: {}", crate::metric::EVIDENCE_METRICS.join(", ")))
+        } else if out.contains(text) {
+            Some(format!("`{text}` is named twice"))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            return Err(src.err(name.span(), "decisive", why));
+        }
+        out.push(text.clone());
+    }
+    Ok(out)
 }
 
 /// A read-only image testbed needs workloads that can populate it.

@@ -204,24 +204,14 @@ pub fn compare_across(
     }
     cfg.theta = theta.or(first.theta).unwrap_or(cfg.theta);
     let baseline = groups[0].0.label.clone();
-    let rows = compare_series(&series, &baseline, &cfg);
-    let mut decisive: Vec<(String, Vec<String>)> = Vec::new();
-    for w in &first.workloads {
-        let metrics: Vec<String> = first
-            .series
-            .iter()
-            .filter(|s| s.workload == w.label && s.variant == variant && first.is_decisive(&w.label, &s.metric))
-            .map(|s| s.metric.clone())
-            .collect();
-        decisive.push((w.label.clone(), metrics));
-    }
+    let mut rows = compare_series(&series, &baseline, &cfg);
+    crate::analysis::assign_roles(&mut rows, &first.configs, &[]);
     let data = ComparisonData {
         baseline,
         theta: cfg.theta,
         alpha: cfg.alpha,
         variants: groups.iter().map(|(g, _)| g.label.clone()).collect(),
         rows: rows.clone(),
-        decisive,
     };
     Ok(Across {
         variant,

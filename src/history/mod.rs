@@ -97,9 +97,13 @@ impl ExperimentSnapshot {
         Ok(out)
     }
 
-    /// Does `metric` decide workload `label`? (Unknown workloads: every metric.)
+    /// Does `metric` decide workload `label`? (Unknown workloads: every
+    /// workload metric, no evidence.)
     pub fn is_decisive(&self, label: &str, metric: &str) -> bool {
-        self.configs.iter().find(|w| w.label == label).is_none_or(|w| w.is_decisive(metric))
+        match self.configs.iter().find(|w| w.label == label) {
+            Some(w) => w.is_decisive(metric),
+            None => !crate::metric::is_evidence(metric),
+        }
     }
 
     /// The values of workload × metric × variant (ok runs), with unit and direction.

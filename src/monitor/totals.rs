@@ -56,31 +56,30 @@ impl DiskTotals {
         }
     }
 
-    /// The totals as run metrics.
+    /// The totals as evidence metrics (`disk/…`, see [`crate::metric`]).
     ///
     /// All are lower-is-better: for a fixed workload, less device traffic and
     /// less busy time mean the filesystem did the same work more cheaply.
+    /// Utilisation and discards are left out: the first is busy time over
+    /// the run's length (already a metric), the second is rarely non-zero.
     pub fn metrics(&self) -> Vec<Metric> {
         vec![
-            Metric::lower("read_mb", "MiB", self.read_mb),
-            Metric::lower("written_mb", "MiB", self.written_mb),
-            Metric::lower("discarded_mb", "MiB", self.discarded_mb),
-            Metric::lower("reads", "count", self.reads as f64),
-            Metric::lower("writes", "count", self.writes as f64),
-            Metric::lower("discards", "count", self.discards as f64),
-            Metric::lower("flushes", "count", self.flushes as f64),
-            Metric::lower("mean_read_kb", "KiB", self.mean_read_kb),
-            Metric::lower("mean_write_kb", "KiB", self.mean_write_kb),
-            Metric::lower("busy_s", "s", self.busy_s),
-            Metric::lower("util_pct", "%", self.util_pct()),
+            Metric::lower("disk/busy_s", "s", self.busy_s),
+            Metric::lower("disk/reads", "count", self.reads as f64),
+            Metric::lower("disk/writes", "count", self.writes as f64),
+            Metric::lower("disk/read_mb", "MiB", self.read_mb),
+            Metric::lower("disk/written_mb", "MiB", self.written_mb),
+            Metric::lower("disk/mean_read_kb", "KiB", self.mean_read_kb),
+            Metric::lower("disk/mean_write_kb", "KiB", self.mean_write_kb),
+            Metric::lower("disk/flushes", "count", self.flushes as f64),
         ]
     }
 }
 
 /// Mean CPU use over a run, weighted by each sample's interval length.
 ///
-/// Returns `cpu_user_pct`, `cpu_sys_pct`, `cpu_iowait_pct` (lower is better)
-/// and `cpu_idle_pct` (higher is better). `cpu_sys_pct` includes irq and
+/// Returns the evidence metrics `cpu/user_pct`, `cpu/sys_pct` and
+/// `cpu/iowait_pct` (lower is better). `cpu/sys_pct` includes irq and
 /// softirq time, like iostat's `%system`, so the kernel's whole share shows in
 /// one number. Interval lengths come from consecutive `t_s` (the first from 0);
 /// if those are not increasing, samples are weighted equally. Empty input
@@ -104,10 +103,9 @@ pub fn cpu_metrics(samples: &[CpuSample]) -> Vec<Metric> {
         samples.iter().zip(&weights).map(|(s, w)| f(s) * w).sum::<f64>() / total
     };
     vec![
-        Metric::lower("cpu_user_pct", "%", mean(&|s| s.user_pct)),
-        Metric::lower("cpu_sys_pct", "%", mean(&|s| s.sys_pct + s.irq_pct + s.softirq_pct)),
-        Metric::lower("cpu_iowait_pct", "%", mean(&|s| s.iowait_pct)),
-        Metric::higher("cpu_idle_pct", "%", mean(&|s| s.idle_pct)),
+        Metric::lower("cpu/user_pct", "%", mean(&|s| s.user_pct)),
+        Metric::lower("cpu/sys_pct", "%", mean(&|s| s.sys_pct + s.irq_pct + s.softirq_pct)),
+        Metric::lower("cpu/iowait_pct", "%", mean(&|s| s.iowait_pct)),
     ]
 }
 
@@ -138,12 +136,12 @@ mod tests {
         assert_eq!((t.busy_s, t.duration_s, t.util_pct()), (2.5, 10.0, 25.0));
 
         let ms = t.metrics();
-        assert_eq!(get(&ms, "written_mb").value, 8.0);
-        assert_eq!(get(&ms, "util_pct").value, 25.0);
-        assert!(ms.iter().all(|m| !m.higher_is_better));
-        for name in ["read_mb", "written_mb", "reads", "writes", "mean_read_kb", "mean_write_kb", "busy_s", "util_pct"]
-        {
-            get(&ms, name);
+        assert_eq!(get(&ms, "disk/written_mb").value, 8.0);
+        assert_eq!(get(&ms, "disk/busy_s").value, 2.5);
+        assert!(ms.iter().all(|m| !m.higher_is_better && m.is_evidence()));
+        assert!(ms.iter().all(|m| crate::metric::is_known_evidence(&m.name)), "{ms:?}");
+        for name in ["read_mb", "written_mb", "reads", "writes", "mean_read_kb", "mean_write_kb", "busy_s", "flushes"] {
+            get(&ms, &format!("disk/{name}"));
         }
 
         // Counters all lower at the end looks like a device reset: the end
@@ -165,13 +163,12 @@ mod tests {
         // 1 s at 10 % user, 1 s at 30 %, then a 0.5 s tail at 60 %:
         // (10 + 30 + 0.5*60) / 2.5 = 28 %.
         let ms = cpu_metrics(&[s(1.0, 10.0, 90.0), s(2.0, 30.0, 70.0), s(2.5, 60.0, 40.0)]);
-        assert!((get(&ms, "cpu_user_pct").value - 28.0).abs() < 1e-9);
-        assert!((get(&ms, "cpu_idle_pct").value - 72.0).abs() < 1e-9);
-        assert!(get(&ms, "cpu_idle_pct").higher_is_better);
-        assert!(!get(&ms, "cpu_iowait_pct").higher_is_better);
+        assert!((get(&ms, "cpu/user_pct").value - 28.0).abs() < 1e-9);
+        assert!(!get(&ms, "cpu/iowait_pct").higher_is_better);
+        assert!(ms.iter().all(|m| crate::metric::is_known_evidence(&m.name)), "{ms:?}");
         assert!(cpu_metrics(&[]).is_empty());
         // Non-increasing times fall back to a plain mean.
         let ms = cpu_metrics(&[s(1.0, 10.0, 90.0), s(1.0, 30.0, 70.0)]);
-        assert!((get(&ms, "cpu_user_pct").value - 20.0).abs() < 1e-9);
+        assert!((get(&ms, "cpu/user_pct").value - 20.0).abs() < 1e-9);
     }
 }

@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use super::summary::Headline;
-use crate::analysis::{compare_config_from_spec, compare_series, ComparisonRow};
+use crate::analysis::{assign_roles, compare_config_from_spec, compare_series, emulated_variants, ComparisonRow};
 use crate::experiment::WorkloadConfig;
 use crate::monitor::MonitorData;
 use crate::store::{ExperimentRow, MetricSeries, Store, StoredRun};
@@ -18,47 +18,36 @@ pub struct ComparisonData {
     pub alpha: f64,
     /// Variant names in experiment order.
     pub variants: Vec<String>,
+    /// Workload metrics first, then evidence, per (workload, variant);
+    /// which rows decide is [`crate::analysis::assign_roles`]'s.
     pub rows: Vec<ComparisonRow>,
-    /// Per workload label, the metrics that decide it (adaptive repetition
-    /// waits on them); a workload not listed is decided by every metric.
-    pub decisive: Vec<(String, Vec<String>)>,
 }
 
 impl ComparisonData {
-    /// True when `row`'s metric is one its workload is decided by (the
-    /// others, such as CPU time beside wall time, are side metrics).
+    /// True when `row` decides its workload (the others, such as CPU time
+    /// beside wall time, and evidence not named in `decisive`, are shown
+    /// with their own verdicts but decide nothing).
     pub fn is_decisive(&self, row: &ComparisonRow) -> bool {
-        self.decisive.iter().find(|(w, _)| *w == row.workload).is_none_or(|(_, metrics)| metrics.contains(&row.metric))
+        row.decisive
+    }
+
+    /// The workload-metric rows (side metrics included), then the evidence rows.
+    pub fn split_evidence(&self) -> (Vec<&ComparisonRow>, Vec<&ComparisonRow>) {
+        self.rows.iter().partition(|r| !r.evidence)
     }
 }
 
-/// The decisive metrics of each workload: the workload kinds' own rule
-/// applied to the metrics the rows have. The workloads come from the stored
-/// plan (older stores: the experiment file as run); when neither can be
-/// read, every metric is decisive.
-fn decisive_metrics(experiment: &ExperimentRow, rows: &[ComparisonRow]) -> Vec<(String, Vec<String>)> {
-    let workloads: Vec<WorkloadConfig> = match crate::experiment::stored_workloads(&experiment.plan.experiment) {
+/// The workloads of an experiment as it ran: from the stored plan (older
+/// stores: the experiment file's text); empty when neither can be read
+/// (then every workload metric decides, and no evidence).
+pub fn experiment_workloads(experiment: &ExperimentRow) -> Vec<WorkloadConfig> {
+    match crate::experiment::stored_workloads(&experiment.plan.experiment) {
         Some(w) => w,
         None => {
             let path = experiment.spec_path.as_deref().map(std::path::Path::new);
-            match crate::experiment::parse(&experiment.spec_text, path) {
-                Ok(parsed) => parsed.workloads,
-                Err(_) => return Vec::new(),
-            }
+            crate::experiment::parse(&experiment.spec_text, path).map(|p| p.workloads).unwrap_or_default()
         }
-    };
-    workloads
-        .iter()
-        .map(|w| {
-            let mut metrics: Vec<String> = Vec::new();
-            for r in rows.iter().filter(|r| r.workload == w.label && w.is_decisive(&r.metric)) {
-                if !metrics.contains(&r.metric) {
-                    metrics.push(r.metric.clone());
-                }
-            }
-            (w.label.clone(), metrics)
-        })
-        .collect()
+    }
 }
 
 /// The comparison `fslab compare` prints for experiment `id`: the baseline
@@ -90,9 +79,9 @@ fn comparison_of(
     // α, θ and the sequential design of `{ min, max }` as the experiment ran.
     let mut cfg = compare_config_from_spec(spec);
     cfg.theta = theta.unwrap_or(cfg.theta);
-    let rows = compare_series(&store.metric_series(id)?, &baseline, &cfg);
-    let decisive = decisive_metrics(experiment, &rows);
-    Ok(ComparisonData { baseline, theta: cfg.theta, alpha: cfg.alpha, variants, rows, decisive })
+    let mut rows = compare_series(&store.metric_series(id)?, &baseline, &cfg);
+    assign_roles(&mut rows, &experiment_workloads(experiment), &emulated_variants(store, id)?);
+    Ok(ComparisonData { baseline, theta: cfg.theta, alpha: cfg.alpha, variants, rows })
 }
 
 /// One run with its monitor samples and extra evidence.

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::data::{ComparisonData, ReportData, RunData};
 use super::CompareReport;
-use crate::analysis::compare_series;
+use crate::analysis::{compare_series, ComparisonRow};
 use crate::metric::Metric;
 use crate::record::RunStatus;
 use crate::stats::CompareConfig;
@@ -140,9 +140,11 @@ fn build(specs: Vec<Spec>, failures: &[(&str, &str, &str)]) -> ReportData {
             theta: cfg.theta,
             alpha: cfg.alpha,
             variants: VARIANTS.iter().map(|v| v.to_string()).collect(),
-            rows,
             // As the untar kind declares: total_s decides it; shell1's sweep points all decide.
-            decisive: vec![("untar".into(), vec!["total_s".into()])],
+            rows: rows
+                .into_iter()
+                .map(|r| ComparisonRow { decisive: r.workload != "untar" || r.metric == "total_s", ..r })
+                .collect(),
         },
         series,
         runs: runs.into_iter().map(|run| RunData { run, monitor: None, extras: vec![] }).collect(),

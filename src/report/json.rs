@@ -15,13 +15,19 @@ pub fn pretty<T: Serialize + ?Sized>(value: &T) -> Result<String> {
 }
 
 impl Exporter for Json {
-    /// An array of [`crate::analysis::ComparisonRow`]s.
+    /// An array of [`crate::analysis::ComparisonRow`]s: workload metrics,
+    /// then evidence (`"evidence": true`), each with `"decisive"`.
     /// The verdict rows; a row whose sides ran in different places (or
     /// emulated) carries `place_marks`, and `places` says where each ran.
     fn comparison(&self, report: &CompareReport) -> Result<String> {
         let mut rows = Vec::with_capacity(report.comparison.rows.len());
         for r in &report.comparison.rows {
             let mut row = serde_json::to_value(r)?;
+            if r.emulated && !r.evidence && !r.decisive {
+                row["not_decisive_because"] = serde_json::json!(
+                    "emulated (TCG): wall time follows the host's load; vm/instructions decides unless the workload names `decisive`"
+                );
+            }
             let marks = report.places.marks(&r.baseline, &r.variant);
             if !marks.is_empty() {
                 row["place_marks"] = serde_json::json!(marks);

@@ -8,8 +8,9 @@ use anyhow::Result;
 
 use super::data::ReportData;
 use super::describe::VARIANT_ROWS;
-use super::summary::{Cell, VERDICT_COLUMNS};
+use super::summary::{Cell, EVIDENCE_INTRO, VERDICT_COLUMNS};
 use super::{unsupported, CompareReport, Exporter, Format};
+use crate::analysis::ComparisonRow;
 use crate::human;
 use crate::store::{ExperimentSummary, Store};
 
@@ -84,30 +85,12 @@ pub fn render_markdown(d: &ReportData) -> String {
     if c.rows.is_empty() {
         out.push_str("No comparisons yet (needs successful runs of the baseline and another variant).\n\n");
     } else {
-        let columns: Vec<_> = VERDICT_COLUMNS.iter().filter(|col| col.compact).collect();
-        out.push('|');
-        for col in &columns {
-            let _ = write!(out, " {} |", col.header);
+        let (metric_rows, evidence_rows) = c.split_evidence();
+        verdict_table(&metric_rows, &mut out);
+        if !evidence_rows.is_empty() {
+            let _ = write!(out, "### Evidence\n\n{}\n\n", md_esc(EVIDENCE_INTRO));
+            verdict_table(&evidence_rows, &mut out);
         }
-        out.push_str("\n|");
-        for col in &columns {
-            out.push_str(if col.cell == Cell::Number { " ---: |" } else { " --- |" });
-        }
-        out.push('\n');
-        for r in &c.rows {
-            out.push('|');
-            for col in &columns {
-                let text = md_esc(&(col.value)(r));
-                let decided = matches!(r.verdict, crate::stats::Verdict::Regressed | crate::stats::Verdict::Improved);
-                if col.cell == Cell::Verdict && decided {
-                    let _ = write!(out, " **{text}** |");
-                } else {
-                    let _ = write!(out, " {text} |");
-                }
-            }
-            out.push('\n');
-        }
-        out.push('\n');
     }
 
     if !d.places.all_host() {
@@ -160,6 +143,34 @@ pub fn render_markdown(d: &ReportData) -> String {
         }
     }
     out
+}
+
+/// The compact verdict table of `rows`.
+fn verdict_table(rows: &[&ComparisonRow], out: &mut String) {
+    let columns: Vec<_> = VERDICT_COLUMNS.iter().filter(|col| col.compact).collect();
+    out.push('|');
+    for col in &columns {
+        let _ = write!(out, " {} |", col.header);
+    }
+    out.push_str("\n|");
+    for col in &columns {
+        out.push_str(if col.cell == Cell::Number { " ---: |" } else { " --- |" });
+    }
+    out.push('\n');
+    for r in rows {
+        out.push('|');
+        for col in &columns {
+            let text = md_esc(&(col.value)(r));
+            let decided = matches!(r.verdict, crate::stats::Verdict::Regressed | crate::stats::Verdict::Improved);
+            if col.cell == Cell::Verdict && decided {
+                let _ = write!(out, " **{text}** |");
+            } else {
+                let _ = write!(out, " {text} |");
+            }
+        }
+        out.push('\n');
+    }
+    out.push('\n');
 }
 
 #[cfg(test)]

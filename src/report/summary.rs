@@ -104,8 +104,14 @@ pub struct FailureGroup {
 pub struct Headline {
     /// Rows of the metrics that decide their workload.
     pub decisive: Tally,
-    /// The other rows (CPU time beside wall time, phase splits).
+    /// The other workload-metric rows (CPU time beside wall time, phase
+    /// splits; under emulation, wall time).
     pub side: Tally,
+    /// Evidence rows that do not decide (`disk/…`, `cpu/…`, …; never part
+    /// of the headline's verdict).
+    pub evidence: Tally,
+    /// Why emulated wall-time rows did not decide, when some did not.
+    pub emulation: Option<String>,
     pub runs_total: usize,
     pub runs_failed: usize,
     pub failures: Vec<FailureGroup>,
@@ -118,14 +124,17 @@ pub struct Headline {
 
 impl Headline {
     pub fn new<'a>(c: &ComparisonData, runs: impl IntoIterator<Item = &'a StoredRun>) -> Headline {
-        let (mut decisive, mut side) = (Tally::default(), Tally::default());
+        let (mut decisive, mut side, mut evidence) = (Tally::default(), Tally::default(), Tally::default());
         for r in &c.rows {
             if c.is_decisive(r) {
                 decisive.add(r);
+            } else if r.evidence {
+                evidence.add(r);
             } else {
                 side.add(r);
             }
         }
+        let emulation = crate::analysis::emulation_note(&c.rows);
         let mut failures: Vec<FailureGroup> = Vec::new();
         let mut runs_total = 0;
         for r in runs {
@@ -152,13 +161,13 @@ impl Headline {
                 drift.push(note);
             }
         }
-        Headline { decisive, side, runs_total, runs_failed, failures, rules, drift }
+        Headline { decisive, side, evidence, emulation, runs_total, runs_failed, failures, rules, drift }
     }
 
     /// The headline as plain sentences, most important first.
     pub fn lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
-        if self.decisive.total() == 0 && self.side.total() == 0 {
+        if self.decisive.total() == 0 && self.side.total() == 0 && self.evidence.total() == 0 {
             lines.push("No comparisons yet (needs successful runs of the baseline and another variant).".to_string());
         } else {
             if self.decisive.total() > 0 {
@@ -166,6 +175,15 @@ impl Headline {
             }
             if self.side.total() > 0 {
                 lines.push(format!("Side metrics (they do not decide a workload): {}.", self.side.counts_text()));
+            }
+            if self.evidence.total() > 0 {
+                lines.push(format!(
+                    "Evidence (compared like metrics; decides only when named in `decisive`): {}.",
+                    self.evidence.counts_text()
+                ));
+            }
+            if let Some(note) = &self.emulation {
+                lines.push(format!("{}{}.", note[..1].to_uppercase(), &note[1..]));
             }
             for rule in &self.rules {
                 lines.push(format!("Rule: {rule}."));
@@ -290,8 +308,28 @@ pub const VERDICT_COLUMNS: &[Column] = &[
         value: |r| format!("{} / {}", human::percent(r.cv_baseline * 100.0), human::percent(r.cv_variant * 100.0)),
     },
     Column { header: "verdict", cell: Cell::Verdict, compact: true, value: |r| r.verdict.to_string() },
-    Column { header: "notes", cell: Cell::Text, compact: true, value: |r| notes(r).join("; ") },
+    Column {
+        header: "notes",
+        cell: Cell::Text,
+        compact: true,
+        value: |r| role_note(r).into_iter().map(str::to_string).chain(notes(r)).collect::<Vec<_>>().join("; "),
+    },
 ];
+
+/// What the evidence table says above its rows.
+pub const EVIDENCE_INTRO: &str = "What the device, the CPU and the kernel did, compared with the same statistics \
+     as the workload's metrics. Evidence decides nothing unless the workload names it in `decisive = [...]`.";
+
+/// A row's part in the decision when it is not the plain one (a workload
+/// metric its kind decides by, or evidence that decides nothing).
+pub fn role_note(r: &ComparisonRow) -> Option<&'static str> {
+    match (r.evidence, r.decisive, r.emulated) {
+        (true, true, true) if r.metric == crate::metric::INSTRUCTIONS => Some("decides: emulated run"),
+        (true, true, _) => Some("decides: named in `decisive`"),
+        (false, false, true) => Some("emulated: wall time did not decide"),
+        _ => None,
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -349,7 +387,6 @@ mod tests {
             alpha: cfg.alpha,
             variants: vec!["a".into(), "b".into(), "c".into()],
             rows,
-            decisive: Vec::new(),
         };
         let lines = Headline::new(&c, std::iter::empty()).lines();
         let rules: Vec<&String> = lines.iter().filter(|l| l.starts_with("Rule: ")).collect();

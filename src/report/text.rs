@@ -80,13 +80,19 @@ fn comparison_table(report: &CompareReport) -> Result<String> {
     header.extend(others.iter().map(|v| Cell::new(format!("verdict {v}"))));
     table.set_header(header);
 
+    // Workload metrics, then the evidence group under its own heading.
+    let (metric_rows, evidence_rows) = c.split_evidence();
     let mut keys: Vec<(&str, &str)> = Vec::new();
-    for r in &c.rows {
+    for r in metric_rows.iter().chain(&evidence_rows) {
         if !keys.contains(&(r.workload.as_str(), r.metric.as_str())) {
             keys.push((&r.workload, &r.metric));
         }
     }
-    for (workload, metric) in keys {
+    let first_evidence = keys.iter().position(|(_, m)| crate::metric::is_evidence(m));
+    for (i, (workload, metric)) in keys.into_iter().enumerate() {
+        if Some(i) == first_evidence {
+            table.add_row(vec![Cell::new(""), Cell::new(EVIDENCE_HEADING)]);
+        }
         let rows: Vec<&ComparisonRow> =
             c.rows.iter().filter(|r| r.workload == workload && r.metric == metric).collect();
         let first = rows[0];
@@ -117,12 +123,13 @@ fn comparison_table(report: &CompareReport) -> Result<String> {
     writeln!(out, "{table}")?;
     writeln!(out)?;
     place_lines(report, &mut out)?;
-    for r in &c.rows {
+    for r in metric_rows.iter().chain(&evidence_rows) {
         let mut notes = notes(r);
         notes.extend(report.places.marks(&r.baseline, &r.variant));
         writeln!(
             out,
-            "{} vs {}: {}/{} {} [{} CI {}, {}] {} n={}+{} cv={}/{} → {}{}",
+            "{}{} vs {}: {}/{} {} [{} CI {}, {}] {} n={}+{} cv={}/{} → {}{}",
+            role_tag(r),
             r.variant,
             r.baseline,
             r.workload,
@@ -144,6 +151,20 @@ fn comparison_table(report: &CompareReport) -> Result<String> {
     headline_lines(&headline, &mut out)?;
     hostile_findings(report, &mut out)?;
     Ok(out)
+}
+
+/// The heading of the evidence group in the table.
+const EVIDENCE_HEADING: &str = "evidence (decides only when named in `decisive`):";
+
+/// `[evidence] `, `[evidence, decisive] `, `[emulated, not decisive] ` or
+/// nothing (a workload metric as its kind decides).
+fn role_tag(r: &ComparisonRow) -> &'static str {
+    match (r.evidence, r.decisive, r.emulated) {
+        (true, false, _) => "[evidence] ",
+        (true, true, _) => "[evidence, decisive] ",
+        (false, false, true) => "[emulated, not decisive] ",
+        _ => "",
+    }
 }
 
 fn headline_lines(headline: &Headline, out: &mut String) -> Result<()> {

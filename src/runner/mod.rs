@@ -190,7 +190,13 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
         if next_round >= exp.max_rounds() {
             break;
         }
-        match adaptive_step(exp, &cfg, next_round, || fleet::deciding_series(store, experiment_id))? {
+        let deciding = || -> Result<crate::analysis::Deciding> {
+            Ok(crate::analysis::Deciding {
+                series: fleet::deciding_series(store, experiment_id)?,
+                emulated_variants: crate::analysis::emulated_variants(store, experiment_id)?,
+            })
+        };
+        match adaptive_step(exp, &cfg, next_round, deciding)? {
             AdaptiveStep::Stop(line) => {
                 observer.message(&line);
                 break;

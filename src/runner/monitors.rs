@@ -6,6 +6,12 @@
 //! monitor that cannot start or stop does not fail the run (the
 //! measurement itself is fine): its error is recorded in the run's notes,
 //! never dropped.
+//!
+//! Each monitor also adds its *evidence metrics* to the run's metrics when
+//! it stops (`disk/…` and `cpu/…` from the sampler's totals, `blk/…` from
+//! the block trace, `fs/…` from the filesystem-internals delta, `media/…`
+//! from the media model; see [`crate::metric`]), derived from what it
+//! stores, so they are compared like the workload's metrics.
 
 use std::path::Path;
 use std::time::Duration;
@@ -81,8 +87,10 @@ impl RunMonitor for Sampler {
     }
 
     fn stop(&mut self, _watch: &Watch, record: &mut RunRecord) -> Result<()> {
-        let monitor = self.0.take().context("not started")?;
-        record.monitor = Some(monitor.stop()?);
+        let monitor = self.0.take().context("not started")?.stop()?;
+        record.metrics.extend(monitor.disk_totals.iter().flat_map(|t| t.metrics()));
+        record.metrics.extend(crate::monitor::cpu_metrics(&monitor.cpu));
+        record.monitor = Some(monitor);
         Ok(())
     }
 }
@@ -137,8 +145,9 @@ impl RunMonitor for BlockTrace {
     }
 
     fn stop(&mut self, _watch: &Watch, record: &mut RunRecord) -> Result<()> {
-        let tracer = self.0.take().context("not started")?;
-        record.blocktrace = Some(serde_json::to_value(tracer.stop())?);
+        let summary = self.0.take().context("not started")?.stop();
+        record.metrics.extend(summary.metrics());
+        record.blocktrace = Some(serde_json::to_value(summary)?);
         Ok(())
     }
 }
@@ -175,6 +184,13 @@ impl RunMonitor for FsInternals {
         Self::store(record, EXTRA_FS_BEFORE, &before)?;
         let Some(after) = Self::take(watch.testbed).transpose().context("after the run")? else { return Ok(()) };
         Self::store(record, EXTRA_FS_AFTER, &after)?;
-        Self::store(record, EXTRA_FS_DELTA, crate::fsinternal::delta(&before, &after))
+        let delta = crate::fsinternal::delta(&before, &after);
+        record.metrics.extend(fs_evidence(&delta));
+        Self::store(record, EXTRA_FS_DELTA, delta)
     }
+}
+
+/// The filesystem-internal delta's headline numbers as evidence (`fs/ext4.…`).
+fn fs_evidence(delta: &crate::fsinternal::FsDelta) -> Vec<crate::metric::Metric> {
+    delta.metrics().into_iter().map(|m| crate::metric::Metric { name: format!("fs/{}", m.name), ..m }).collect()
 }

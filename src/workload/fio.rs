@@ -134,6 +134,8 @@ fn inline_job(src: &Source, j: &Spanned<BTreeMap<String, toml::Value>>) -> Resul
             if text.is_empty() || !text.chars().all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c)) {
                 return Err(src.err(j.span(), &full, "must be a word of letters, digits, `_`, `-` or `.`"));
             }
+            // The job's name starts its metrics' names (`NAME/read/bw_kib_s`).
+            crate::metric::check_user_metric_name(&text).map_err(|why| src.err(j.span(), &full, why))?;
             name = text;
         } else {
             options.push((key.clone(), text));
@@ -249,6 +251,7 @@ pub fn parse_report(report: &Value) -> Result<Vec<Metric>> {
     let mut seen: Vec<String> = Vec::new();
     for job in jobs {
         let base = job["jobname"].as_str().context("fio job without `jobname`")?.to_string();
+        crate::metric::check_user_metric_name(&base).map_err(|why| anyhow::anyhow!("fio job name: {why}"))?;
         let error = job["error"].as_i64().unwrap_or(0);
         if error != 0 {
             bail!("fio job `{base}` failed with error {error}");
@@ -292,4 +295,17 @@ pub fn parse_report(report: &Value) -> Result<Vec<Metric>> {
         metrics.push(Metric::lower(&format!("{name}/sys_cpu_pct"), "%", job["sys_cpu"].as_f64().unwrap_or(0.0)));
     }
     Ok(metrics)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_job_named_like_an_evidence_namespace_is_refused() {
+        let report = serde_json::json!({"jobs": [{"jobname": "disk", "error": 0,
+            "read": {"total_ios": 1, "bw": 1.0, "iops": 1.0, "clat_ns": {"mean": 1.0}}}]});
+        let e = parse_report(&report).unwrap_err().to_string();
+        assert!(e.contains("`disk` would be an evidence metric"), "{e}");
+    }
 }

@@ -64,6 +64,9 @@ pub fn parse(stdout: &str, truncated: bool, reserved: &[&str]) -> Result<Vec<Met
             "lower" => false,
             other => bail!("{}: direction `{other}` of `{name}` must be `higher` or `lower`", at()),
         };
+        if let Err(why) = crate::metric::check_user_metric_name(name) {
+            bail!("{}: {why}", at());
+        }
         if reserved.contains(&name) {
             bail!("{}: `{name}` is a metric fslab already reports for this workload", at());
         }
@@ -109,6 +112,7 @@ mod tests {
             ("fslab-metric -score 1 points higher", "line 1", "bad metric name `-score`"),
             ("fslab-metric sc\u{e9}re 1 points higher", "line 1", "bad metric name"),
             ("fslab-metric wall_s 1 s lower", "line 1", "already reports"),
+            ("fslab-metric disk/busy_s 1 s lower", "line 1", "`disk/…` is reserved"),
             ("fslab-metric a 1 s lower\n\nfslab-metric a 2 s lower", "line 3", "reported twice"),
         ];
         for (text, line, what) in cases {

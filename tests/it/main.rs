@@ -16,6 +16,7 @@ mod built_kernels;
 mod changepoint;
 mod debian_kernels;
 mod deploy;
+mod evidence;
 mod examples;
 mod experiment;
 mod filemix;

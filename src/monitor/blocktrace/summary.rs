@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::metric::Metric;
+
 /// Everything the block-trace monitor reports for one run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BlockTraceSummary {
@@ -80,9 +82,53 @@ impl BlockTraceSummary {
     }
 }
 
+impl BlockTraceSummary {
+    /// What the trace adds to the device totals as evidence metrics
+    /// (`blk/…`, see [`crate::metric`]): device latency and the request
+    /// flags diskstats cannot see. Nothing when the trace was off; a
+    /// latency only for a direction with completed requests.
+    pub fn metrics(&self) -> Vec<Metric> {
+        if !self.enabled {
+            return Vec::new();
+        }
+        let mut m = Vec::new();
+        for (name, dir) in [("blk/read_p99_ms", &self.read), ("blk/write_p99_ms", &self.write)] {
+            if let Some(l) = dir.latency.as_ref().filter(|l| l.count > 0) {
+                m.push(Metric::lower(name, "ms", l.p99_us / 1000.0));
+            }
+        }
+        m.push(Metric::lower("blk/sync_requests", "count", self.flags.sync as f64));
+        m.push(Metric::lower("blk/meta_requests", "count", self.flags.meta as f64));
+        m.push(Metric::lower("blk/fua_requests", "count", self.flags.fua as f64));
+        m
+    }
+}
+
 impl DirectionStats {
     /// The bucket holding the most requests, if any.
     pub fn dominant_bucket(&self) -> Option<&SizeBucket> {
         self.size_histogram.iter().max_by_key(|b| b.count)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn trace_evidence_is_latency_and_flags_and_nothing_when_off() {
+        assert!(BlockTraceSummary::off("no tracefs").metrics().is_empty());
+        let latency = LatencyPercentiles { count: 3, p99_us: 2500.0, ..LatencyPercentiles::default() };
+        let s = BlockTraceSummary {
+            enabled: true,
+            write: DirectionStats { requests: 3, latency: Some(latency), ..DirectionStats::default() },
+            flags: FlagCounts { meta: 2, ..FlagCounts::default() },
+            ..BlockTraceSummary::default()
+        };
+        let m = s.metrics();
+        let names: Vec<&str> = m.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(names, ["blk/write_p99_ms", "blk/sync_requests", "blk/meta_requests", "blk/fua_requests"]);
+        assert_eq!((m[0].value, m[2].value), (2.5, 2.0));
+        assert!(m.iter().all(|m| crate::metric::is_known_evidence(&m.name)));
     }
 }

@@ -153,7 +153,6 @@ mod tests {
                 alpha: 0.05,
                 variants: vec!["a".into(), "b".into()],
                 rows: vec![],
-                decisive: vec![],
             },
             series: vec![],
             runs: vec![

@@ -9,11 +9,12 @@ use serde_json::Value;
 
 use super::iostat::{iostat_charts, lighten, IoSeries};
 use super::json_view::{collect_histograms, render_json, snapshot_table};
+use crate::analysis::ComparisonRow;
 use crate::human;
 use crate::record::RunStatus;
 use crate::report::data::{mean_ci, sweep_point, ReportData, RunData};
 use crate::report::describe::{json_text, VARIANT_ROWS};
-use crate::report::summary::{ci_level, notes, run_number, Cell, VERDICT_COLUMNS};
+use crate::report::summary::{ci_level, notes, run_number, Cell, EVIDENCE_INTRO, VERDICT_COLUMNS};
 use crate::report::svg::{color, dot_plot, esc, line_chart, DotGroup, Line};
 
 /// `(workload, metric, unit, higher_is_better)` of a stored series.
@@ -143,12 +144,23 @@ pub fn verdicts(d: &ReportData, out: &mut String) {
         );
         return;
     }
+    let (metric_rows, evidence_rows) = c.split_evidence();
+    verdict_table(&metric_rows, out);
+    if !evidence_rows.is_empty() {
+        let _ = write!(out, "<h3 id=\"evidence\">Evidence</h3><p>{}</p>", esc(EVIDENCE_INTRO));
+        verdict_table(&evidence_rows, out);
+    }
+    out.push_str("</section>");
+}
+
+/// The full verdict table of `rows`.
+fn verdict_table(rows: &[&ComparisonRow], out: &mut String) {
     out.push_str("<div class=\"scroll\"><table class=\"verdicts\"><tr>");
     for col in VERDICT_COLUMNS {
         let _ = write!(out, "<th>{}</th>", esc(col.header));
     }
     out.push_str("</tr>");
-    for r in &c.rows {
+    for r in rows {
         let v = r.verdict.as_str();
         let _ = write!(
             out,
@@ -166,7 +178,7 @@ pub fn verdicts(d: &ReportData, out: &mut String) {
         }
         out.push_str("</tr>");
     }
-    out.push_str("</table></div></section>");
+    out.push_str("</table></div>");
 }
 
 /// The dot plot of one metric: every run of every variant, mean and CI.
