@@ -622,21 +622,17 @@ command = "dd if=/dev/zero of=data bs=1M count=4 oflag=direct status=none && syn
     assert_eq!(requests, trace.read.requests + trace.write.requests, "{:?} {trace:?}", first.metrics);
 }
 
-/// Whether the guest's measured part has begun under `work`: the media
-/// relay answered its start request (`media-start.ack` in the exchange).
-fn measuring(work: &Path) -> bool {
-    fn find(dir: &Path, depth: u32) -> bool {
-        std::fs::read_dir(dir).into_iter().flatten().flatten().any(|e| {
-            e.file_name() == "media-start.ack" || (depth > 0 && e.path().is_dir() && find(&e.path(), depth - 1))
-        })
-    }
-    find(work, 3)
+/// Whether a guest's agent under `work` is ready for requests
+/// (`exchange/ready.json` of its session directory).
+fn agent_ready(work: &Path) -> bool {
+    std::fs::read_dir(work).into_iter().flatten().flatten().any(|e| e.path().join("exchange/ready.json").exists())
 }
 
 /// `fslab run` of `spec` (plus `extra`), in a process group of its own as
 /// a shell would start it, held until the guest's measured part runs on
-/// the served disk: QEMU up, the FUSE mount there, the relay's start
-/// answered. Its stderr is drained (and returned by the thread).
+/// the served disk: QEMU up, the FUSE mount there, the agent ready, and a
+/// few seconds more (the workload sleeps for minutes). Its stderr is
+/// drained (and returned by the thread).
 fn start_measuring(
     spec: &Path,
     db: &Path,
@@ -662,7 +658,9 @@ fn start_measuring(
             .lines()
             .any(|l| l.contains(&*work.to_string_lossy()) && l.contains("fslab-media"));
         let qemu = leftovers(work).iter().any(|l| l.contains("qemu-system"));
-        if served && qemu && measuring(work) {
+        if served && qemu && agent_ready(work) {
+            sleep(Duration::from_secs(5));
+            assert!(child.try_wait().unwrap().is_none(), "fslab ended while its guest was to measure");
             return (child, reader);
         }
         if let Some(status) = child.try_wait().unwrap() {
