@@ -621,3 +621,108 @@ command = "dd if=/dev/zero of=data bs=1M count=4 oflag=direct status=none && syn
     let requests = metric("media/requests").unwrap() as u64;
     assert_eq!(requests, trace.read.requests + trace.write.requests, "{:?} {trace:?}", first.metrics);
 }
+
+/// Whether a guest's agent under `work` is ready for requests
+/// (`exchange/ready.json` of its session directory).
+fn agent_ready(work: &Path) -> bool {
+    std::fs::read_dir(work).into_iter().flatten().flatten().any(|e| e.path().join("exchange/ready.json").exists())
+}
+
+/// `fslab run` of `spec` (plus `extra`), in a process group of its own as
+/// a shell would start it, held until the guest's measured part runs on
+/// the served disk: QEMU up, the FUSE mount there, the agent ready, and a
+/// few seconds more (the workload sleeps for minutes). Its stderr is
+/// drained (and returned by the thread).
+fn start_measuring(
+    spec: &Path,
+    db: &Path,
+    work: &Path,
+    extra: &[&str],
+) -> (std::process::Child, std::thread::JoinHandle<String>) {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(common::fslab_bin())
+        .args(["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()])
+        .args(extra)
+        .env("FSLAB_KERNEL_CACHE", kernel_cache())
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let deadline = Instant::now() + Duration::from_secs(400);
+    loop {
+        let served = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .any(|l| l.contains(&*work.to_string_lossy()) && l.contains("fslab-media"));
+        let qemu = leftovers(work).iter().any(|l| l.contains("qemu-system"));
+        if served && qemu && agent_ready(work) {
+            sleep(Duration::from_secs(5));
+            assert!(child.try_wait().unwrap().is_none(), "fslab ended while its guest was to measure");
+            return (child, reader);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("fslab ended ({status}) before its guest measured: {}", reader.join().unwrap());
+        }
+        assert!(Instant::now() < deadline, "the guest never started measuring");
+        sleep(Duration::from_millis(200));
+    }
+}
+
+/// A VM run with a media model, interrupted while the guest measures on the
+/// served disk: Ctrl-C (SIGINT to fslab's process group, as a terminal
+/// sends it) tears down QEMU, the FUSE mount and the media server by
+/// itself (exit 130); SIGKILL of fslab leaves them running, and `fslab
+/// cleanup --workdir` removes every one. Two boots.
+#[test]
+fn a_vm_run_with_a_media_model_ctrl_c_leaves_nothing_and_sigkill_is_cleaned_up() {
+    let Some(deb) = vm_prerequisites("6.1.") else { return };
+    let _one = one_vm();
+    resolve_deb(&deb);
+    let dir = common::workdir("fslab-kernels");
+    let work = dir.path().join("work");
+    let db = dir.path().join("results.db");
+    let spec = common::write_spec(
+        dir.path(),
+        "media-kill.toml",
+        &format!(
+            "name = \"media killed\"\nrepetitions = 1\nworkdir = \"{}\"\n\n[defaults]\nfs = \"ext4\"\nsize = \"64MiB\"\n\
+             kernel = \"{}\"\nvm = {{ cpus = 2, memory = \"1GiB\" }}\ndevice = {{ model = \"sdcard\" }}\n\n\
+             [[variant]]\nname = \"a\"\n\n[[workload]]\nkind = \"command\"\ncommand = \"sleep 120\"\n",
+            work.display(),
+            deb.display()
+        ),
+    );
+    let gone = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(leftovers(&work).is_empty() && media_servers(&work).is_empty()) && Instant::now() < deadline {
+            sleep(Duration::from_millis(100));
+        }
+        assert_eq!(leftovers(&work), Vec::<String>::new(), "{what}");
+        assert_eq!(media_servers(&work), Vec::<String>::new(), "{what}");
+    };
+
+    let (mut child, reader) = start_measuring(&spec, &db, &work, &[]);
+    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGINT).unwrap();
+    let stopped = Instant::now();
+    let status = child.wait().unwrap();
+    let shown = reader.join().unwrap();
+    assert!(stopped.elapsed() < Duration::from_secs(30), "took {:?} to stop: {shown}", stopped.elapsed());
+    assert_eq!(status.code(), Some(130), "{shown}");
+    gone(&shown);
+
+    let (mut child, reader) = start_measuring(&spec, &db, &work, &["--resume"]);
+    child.kill().unwrap(); // SIGKILL, fslab alone
+    let _ = child.wait();
+    let shown = reader.join().unwrap();
+    let left = leftovers(&work);
+    assert!(left.iter().any(|l| l.contains("qemu-system")), "SIGKILL leaves QEMU running: {left:?} {shown}");
+    assert!(left.iter().any(|l| l.contains(" - fuse fslab-media ")), "SIGKILL leaves the FUSE mount: {left:?}");
+    assert_eq!(media_servers(&work).len(), 1, "SIGKILL leaves the media server: {:?}", media_servers(&work));
+    let out = fslab(&["cleanup", "--workdir", work.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    gone(&text(&out));
+}
