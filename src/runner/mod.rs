@@ -27,6 +27,7 @@ use crate::testbed::DeviceOptIn;
 use owner::Resume;
 pub use preflight::{check_privileges, NEEDS_ROOT};
 pub use progress::{Observer, Silent};
+pub use single::prepare_image;
 
 /// How to run an experiment (what the command line adds to the file).
 #[derive(Clone, Debug, Default)]

@@ -8,7 +8,7 @@
 use crate::common;
 use crate::vm::{archive_kernel, kernel_cache, one_vm, release_from_name, resolve_deb, vm_prerequisites};
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -725,4 +725,81 @@ fn a_vm_run_with_a_media_model_ctrl_c_leaves_nothing_and_sigkill_is_cleaned_up()
     let out = fslab(&["cleanup", "--workdir", work.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out));
     gone(&text(&out));
+}
+
+/// A read-only image is packed once, on the host, for a host variant and a
+/// VM variant alike (two runs each): the host writes it onto the guest's
+/// testbed disk, the guest reads back exactly those bytes (its sha256 is
+/// the cached image's) the first time, and mounts the disk as it is after.
+#[test]
+fn a_read_only_image_is_packed_once_for_host_and_guest() {
+    let Some(deb61) = vm_prerequisites("6.1.") else { return };
+    let _one = one_vm();
+    let dir = common::workdir("fslab-kernels-image");
+    let work = dir.path().join("work");
+    let db = dir.path().join("results.db");
+    let spec = common::write_spec(
+        dir.path(),
+        "image.toml",
+        &format!(
+            r#"name = "one image for host and guest"
+repetitions = 2
+workdir = "{work}"
+
+[defaults]
+fs = "squashfs"
+compressor = "lz4"
+
+[[variant]]
+name = "host"
+
+[[variant]]
+name = "guest"
+kernel = "{deb61}"
+vm = {{ cpus = 2, memory = "1GiB", accel = "tcg" }}
+
+[[workload]]
+kind = "coldstart"
+files = 40
+scale = 0.05
+readers = [2]
+"#,
+            work = work.display(),
+            deb61 = deb61.display(),
+        ),
+    );
+    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(leftovers(&work), Vec::<String>::new());
+
+    let images = fslab::testbed::image::cache_dir(&work.join("cache"));
+    let cached: Vec<PathBuf> = std::fs::read_dir(&images)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "img"))
+        .collect();
+    assert_eq!(cached.len(), 1, "one image for both variants: {cached:?}");
+    let sha = fslab::testbed::image::file_sha256(&cached[0]).unwrap();
+
+    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
+    let id = store.list_experiments().unwrap()[0].id;
+    let runs = store.runs(id).unwrap();
+    assert_eq!(runs.len(), 4);
+    let mut packed = 0;
+    let mut verified = 0;
+    for run in &runs {
+        let notes = store.run_record(run.id).unwrap().notes;
+        let image = notes.iter().find(|n| n.starts_with("read-only image ")).unwrap_or_else(|| panic!("{notes:?}"));
+        packed += usize::from(image.contains("packed into"));
+        let read_back = notes.iter().find(|n| n.contains("read back from"));
+        if let Some(note) = read_back {
+            assert_eq!(run.variant, "guest", "{note}");
+            assert!(note.contains(&format!("sha256 {sha} matches")), "{note} (cached image: {sha})");
+            verified += 1;
+        }
+        assert!(run.metrics.iter().any(|m| m.name == "coldstart-2/total_s"), "{:?}", run.metrics);
+        assert_eq!(run.mount.as_ref().unwrap().fstype, "squashfs");
+    }
+    assert_eq!(packed, 1, "packed once for all four runs");
+    assert_eq!(verified, 1, "the guest reads the image back once, after the host wrote it");
 }
