@@ -505,18 +505,21 @@ fn unpacked_source(builds: &Path, key: &str, deb: &Path, patches: &[PathBuf]) ->
             .context("the source tarball unpacked to nothing")?;
         fs::rename(&top, tmp.join("src"))?;
         for patch in patches {
+            // patch runs in the tree: a path relative to where fslab was started would not be found.
+            let file = fs::canonicalize(patch).with_context(|| format!("patch {}", patch.display()))?;
             let out = Command::new("patch")
                 .args(["-p1", "--forward", "--batch", "-i"])
-                .arg(patch)
+                .arg(&file)
                 .current_dir(tmp.join("src"))
                 .output()
                 .context("running patch")?;
             if !out.status.success() {
                 bail!(
-                    "patch {} does not apply to {}:\n{}",
+                    "patch {} does not apply to {}:\n{}{}",
                     patch.display(),
                     deb.display(),
-                    tail(&String::from_utf8_lossy(&out.stdout), 15)
+                    tail(&String::from_utf8_lossy(&out.stdout), 15),
+                    tail(&String::from_utf8_lossy(&out.stderr), 5)
                 );
             }
         }
