@@ -64,12 +64,13 @@ pub struct RunSummary {
 
 /// What `fslab run --dry-run` checks of a real run's preflight without
 /// building, booting or writing anything: system directories, the tools
-/// the testbeds need, and what kernel variants' VMs need. (Kernels are
-/// resolved when the file is read; `--baseline` and `--device` by the
-/// caller.)
+/// the testbeds need, FUSE for media models, and what kernel variants' VMs
+/// need. (Kernels are resolved when the file is read; `--baseline` and
+/// `--device` by the caller.)
 pub fn dry_run_checks(exp: &Experiment, opts: &RunOptions) -> Result<()> {
     preflight::check_system_dirs(exp, opts)?;
     preflight::check_tools(exp, opts)?;
+    preflight::check_media(exp)?;
     place::check_vm_tools(exp)
 }
 

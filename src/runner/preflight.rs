@@ -113,7 +113,7 @@ pub fn check_media(exp: &Experiment) -> Result<()> {
         Some(why) => Err(exit::environment(anyhow!(
             "variant `{}` uses the media model `{model}`, which serves the testbed's image through FUSE, and FUSE \
              does not work here: {why} (load the `fuse` kernel module; in a container, pass /dev/fuse in, e.g. \
-             `--device /dev/fuse`; or drop `device` from the experiment file)",
+             `docker run --device /dev/fuse`; or drop `device` from the experiment file)",
             v.name
         ))),
     }
