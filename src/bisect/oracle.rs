@@ -33,7 +33,9 @@ pub struct MetricRef {
 impl FromStr for MetricRef {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s.rsplit_once('/') {
+        // A workload label has no `/` (experiment::validate::check_name);
+        // a metric name may (`coldstart-4/total_s`, `media/gc_mb`).
+        match s.split_once('/') {
             Some((w, m)) if !w.is_empty() && !m.is_empty() => {
                 Ok(MetricRef { workload: w.to_string(), metric: m.to_string() })
             }
@@ -202,5 +204,20 @@ impl Oracle<'_> {
         ));
         self.trials.push(trial.clone());
         Ok(trial)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MetricRef;
+
+    #[test]
+    fn the_workload_ends_at_the_first_slash_because_metric_names_hold_slashes() {
+        let m: MetricRef = "coldstart/coldstart-4/total_s".parse().unwrap();
+        assert_eq!((m.workload.as_str(), m.metric.as_str()), ("coldstart", "coldstart-4/total_s"));
+        assert_eq!(m.to_string(), "coldstart/coldstart-4/total_s");
+        let m: MetricRef = "untar/total_s".parse().unwrap();
+        assert_eq!((m.workload.as_str(), m.metric.as_str()), ("untar", "total_s"));
+        assert!("total_s".parse::<MetricRef>().is_err() && "/x".parse::<MetricRef>().is_err());
     }
 }
