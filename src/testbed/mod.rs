@@ -264,9 +264,17 @@ impl Testbed {
                 drop(claimed);
                 opt_in.path.clone()
             }
+            // A hard link under the testbed's marked name: the loop
+            // device's backing file then carries the marker, so `fslab
+            // cleanup` finds the device after a SIGKILL (same bytes, no copy).
             None => {
-                self.image = Some(prepared.path.clone());
-                self.attach(config, &prepared.path, true)?
+                let image = self.dir.join(format!("{name}.img"));
+                if fs::hard_link(&prepared.path, &image).is_err() {
+                    fs::copy(&prepared.path, &image)
+                        .with_context(|| format!("copying the image to {}", image.display()))?;
+                }
+                self.image = Some(image.clone());
+                self.attach(config, &image, true)?
             }
         };
         self.device = Some(dev.clone());
