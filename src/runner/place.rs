@@ -290,7 +290,9 @@ fn image_for_guest(
     let mut image = single::prepare_image(&variant.testbed, &exp.cache_dir(), workload)?;
     if let Some(written_now) = session.put_image(&image.path, &image.key)? {
         image.on_device = true;
-        image.verify = written_now;
+        if written_now {
+            image.verify = Some(crate::testbed::image::check_sha256(&image.path, image.built.image_bytes)?);
+        }
     }
     Ok(image)
 }

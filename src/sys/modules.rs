@@ -33,6 +33,35 @@ pub fn ensure_loaded(module: &str) -> Result<()> {
     Ok(())
 }
 
+/// [`ensure_loaded`] for several modules, with one `modprobe -a` for all
+/// that are missing (a guest's agent loads its modules at boot, where every
+/// process start costs under emulation).
+pub fn ensure_all_loaded(modules: &[String]) -> Result<()> {
+    let mut missing: Vec<&str> = Vec::new();
+    for module in modules {
+        if module.is_empty() || !module.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+            bail!("`{module}` is not a kernel module name");
+        }
+        if !is_available(module) && !missing.contains(&module.as_str()) {
+            missing.push(module);
+        }
+    }
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let args: Vec<&str> = std::iter::once("-a").chain(missing.iter().copied()).collect();
+    if run_tool("modprobe", &args).is_err() {
+        // Say which one: one at a time.
+        for module in &missing {
+            ensure_loaded(module)?;
+        }
+    }
+    for module in missing {
+        ensure_loaded(module)?;
+    }
+    Ok(())
+}
+
 /// Loaded (or built in with parameters) or a registered filesystem.
 pub fn is_available(module: &str) -> bool {
     // The kernel spells module names with underscores; modprobe accepts both.
@@ -78,6 +107,9 @@ mod tests {
         assert!(err.contains("`fslab_no_such_module`") && err.contains("modprobe"), "{err}");
         // Something every kernel with loop devices has, loaded or built in.
         ensure_loaded("loop").unwrap();
+        ensure_all_loaded(&["loop".to_string()]).unwrap();
+        let err = format!("{:#}", ensure_all_loaded(&["loop".into(), "fslab_no_such_module".into()]).unwrap_err());
+        assert!(err.contains("`fslab_no_such_module`"), "{err}");
         assert!(is_available("loop"));
     }
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use super::kinds::{self, probe, Handler};
 use super::protocol::{self, Ready, Reply, Request, Response, SessionInfo, READY_FILE, SESSION_FILE, SHUTDOWN};
-use crate::sys::modules::ensure_loaded;
+use crate::sys::modules::ensure_all_loaded;
 
 /// How often the agent looks for the next request right after answering
 /// one (requests often come in bursts), and after [`BUSY_WINDOW`] of quiet.
@@ -78,13 +78,15 @@ fn setup(info: &SessionInfo) -> Result<Option<String>> {
     // in all it has, and a built-in driver without parameters is not in
     // /sys/module: modprobe would fail. A missing filesystem fails at mount.
     let modular = std::path::Path::new("/proc/modules").exists();
-    for module in info.modules.iter().filter(|_| modular) {
-        ensure_loaded(module)?;
+    if modular {
+        // One modprobe for all: each process start costs under emulation.
+        let mut modules = info.modules.clone();
+        if info.disk_serial.is_some() {
+            modules.push("virtio_blk".to_string());
+        }
+        ensure_all_loaded(&modules)?;
     }
     let Some(serial) = &info.disk_serial else { return Ok(None) };
-    if modular {
-        ensure_loaded("virtio_blk")?;
-    }
     let started = Instant::now();
     loop {
         if let Some(disk) = probe::disk_by_serial(serial) {

@@ -6,7 +6,10 @@
 //! and requires the kernel's first console line
 //! ("Linux version …", printed within milliseconds under KVM) within
 //! [`PROBE_TIMEOUT`]; otherwise it kills QEMU and reports why. The result is
-//! cached per process and kernel image.
+//! cached per process and kernel image, and on disk per host boot
+//! ([`BOOT_CACHE`], keyed by `/proc/sys/kernel/random/boot_id`, QEMU and the
+//! kernel image's path, size and mtime), so on a host where QEMU hangs with
+//! KVM only the first fslab process after a reboot waits for the probe.
 //!
 //! Where KVM cannot work for a stock guest the answer comes from the host's
 //! modules in microseconds, without starting QEMU: a `/dev/kvm` served only
@@ -28,6 +31,10 @@ use crate::sys::signals::cancelled;
 /// How long the kernel gets to print its first line under KVM.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// Where probe answers are kept for the rest of the host's boot (tmpfs:
+/// gone at reboot, when the answer may change anyway).
+pub const BOOT_CACHE: &str = "/run/fslab/kvm-probe";
+
 static RESULTS: LazyLock<Mutex<HashMap<PathBuf, Result<(), String>>>> = LazyLock::new(Default::default);
 
 /// Ok when `image` starts under KVM; Err with the reason otherwise. `dir`
@@ -37,7 +44,19 @@ pub fn probe(qemu: &Path, image: &Path, dir: &Path, name: &str, cgroup_procs: Op
     if let Some(known) = RESULTS.lock().unwrap_or_else(|e| e.into_inner()).get(image) {
         return known.clone();
     }
-    let result = run_probe(qemu, image, dir, name, cgroup_procs);
+    let result = quick_answer().unwrap_or_else(|| {
+        // Only the boot probe's answer is kept on disk: the quick checks
+        // cost nothing and may change within a boot (permissions).
+        let stored = boot_key(qemu, image).map(|k| Path::new(BOOT_CACHE).join(k));
+        if let Some(answer) = stored.as_deref().and_then(read_answer) {
+            return answer;
+        }
+        let answer = run_probe(qemu, image, dir, name, cgroup_procs);
+        if let Some(path) = stored.filter(|_| !cancelled()) {
+            write_answer(&path, &answer);
+        }
+        answer
+    });
     // An interrupted probe says nothing about KVM; do not remember it.
     if !cancelled() {
         RESULTS.lock().unwrap_or_else(|e| e.into_inner()).insert(image.to_path_buf(), result.clone());
@@ -45,13 +64,55 @@ pub fn probe(qemu: &Path, image: &Path, dir: &Path, name: &str, cgroup_procs: Op
     result
 }
 
-fn run_probe(qemu: &Path, image: &Path, dir: &Path, name: &str, cgroup_procs: Option<&Path>) -> Result<(), String> {
+/// The answer where it needs no QEMU (None: only a boot can tell).
+fn quick_answer() -> Option<Result<(), String>> {
     if let Err(e) = fs::OpenOptions::new().read(true).write(true).open("/dev/kvm") {
-        return Err(format!("/dev/kvm cannot be opened: {e}"));
+        return Some(Err(format!("/dev/kvm cannot be opened: {e}")));
     }
-    if let Some(why) = unusable_provider(Path::new("/sys/module")) {
-        return Err(why);
+    unusable_provider(Path::new("/sys/module")).map(Err)
+}
+
+/// The on-disk cache's name for this boot, QEMU and kernel image.
+fn boot_key(qemu: &Path, image: &Path) -> Option<String> {
+    use sha2::{Digest, Sha256};
+    use std::os::unix::fs::MetadataExt;
+    let boot_id = fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let mut h = Sha256::new();
+    h.update(boot_id.trim().as_bytes());
+    for path in [qemu, image] {
+        let meta = fs::metadata(path).ok()?;
+        h.update(path.as_os_str().as_encoded_bytes());
+        h.update(meta.size().to_le_bytes());
+        h.update(meta.mtime().to_le_bytes());
+        h.update(meta.mtime_nsec().to_le_bytes());
     }
+    Some(h.finalize().iter().take(16).map(|b| format!("{b:02x}")).collect())
+}
+
+/// A stored answer: `ok`, or `err` and the reason on the next line.
+fn read_answer(path: &Path) -> Option<Result<(), String>> {
+    let text = fs::read_to_string(path).ok()?;
+    match text.split_once('\n') {
+        Some(("err", why)) => Some(Err(why.to_string())),
+        _ if text == "ok" => Some(Ok(())),
+        _ => None,
+    }
+}
+
+/// Store an answer (written whole under a temporary name, then renamed;
+/// failing to store only costs the next process a probe).
+fn write_answer(path: &Path, answer: &Result<(), String>) {
+    let text = match answer {
+        Ok(()) => "ok".to_string(),
+        Err(why) => format!("err\n{why}"),
+    };
+    let Some(dir) = path.parent() else { return };
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    let _ = fs::create_dir_all(dir).and_then(|()| fs::write(&tmp, text)).and_then(|()| fs::rename(&tmp, path));
+    let _ = fs::remove_file(&tmp);
+}
+
+fn run_probe(qemu: &Path, image: &Path, dir: &Path, name: &str, cgroup_procs: Option<&Path>) -> Result<(), String> {
     let log = dir.join("kvm-probe.log");
     let stderr = File::create(dir.join("kvm-probe.stderr")).map_err(|e| format!("creating the probe log: {e}"))?;
     let mut cmd = Command::new(qemu);
@@ -117,6 +178,24 @@ mod tests {
             fs::create_dir(dir.path().join(n)).unwrap();
         }
         dir
+    }
+
+    #[test]
+    fn stored_answers_read_back_as_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("sub").join("answer");
+        assert_eq!(read_answer(&path), None);
+        for answer in [Ok(()), Err("QEMU with KVM exited\nwith two lines".to_string())] {
+            write_answer(&path, &answer);
+            assert_eq!(read_answer(&path), Some(answer));
+        }
+        fs::write(&path, "garbage").unwrap();
+        assert_eq!(read_answer(&path), None);
+        let (qemu, image) = (Path::new("/bin/sh"), Path::new("/bin/ls"));
+        if Path::new("/proc/sys/kernel/random/boot_id").exists() {
+            assert_eq!(boot_key(qemu, image), boot_key(qemu, image));
+            assert_ne!(boot_key(qemu, image), boot_key(image, qemu));
+        }
     }
 
     #[test]

@@ -84,6 +84,10 @@ fn image_round_trip(body: &str, fstype: &str, expect_options: &[&str], workload_
     // The loop device itself is read-only, and so is the mount.
     let loopname = bed.device_name.clone().unwrap();
     assert_eq!(std::fs::read_to_string(format!("/sys/block/{loopname}/ro")).unwrap().trim(), "1");
+    // Its backing file carries the testbed's marker (a link to the cached
+    // image), so `fslab cleanup` would find it after a SIGKILL.
+    let backing = std::fs::read_to_string(format!("/sys/block/{loopname}/loop/backing_file")).unwrap();
+    assert!(backing.contains(&name), "{backing}");
     let err = std::fs::write(bed.root().join("probe"), b"x").unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{err}");
     // The image holds exactly the workload's tree.
