@@ -31,5 +31,9 @@ export FSLAB_DB
 SHARDS=$SLURM_ARRAY_TASK_COUNT
 SHARD=$((SLURM_ARRAY_TASK_ID - SLURM_ARRAY_TASK_MIN + 1))
 
+# The experiment file: FSLAB_FILE (sbatch passes the submitting shell's
+# environment), else the shell1 example.
+FILE=${FSLAB_FILE:-examples/shell1-ext4-vs-xfs.toml}
+
 sudo --preserve-env=FSLAB_DB,SLURM_ARRAY_JOB_ID \
-  fslab run examples/shell1-ext4-vs-xfs.toml --shard "$SHARD/$SHARDS" --workdir "/var/tmp/fslab-$SLURM_JOB_ID"
+  fslab run "$FILE" --shard "$SHARD/$SHARDS" --workdir "/var/tmp/fslab-$SLURM_JOB_ID"

@@ -55,7 +55,7 @@ pub struct BisectCommitsArgs {
     #[arg(long, value_name = "N", default_value_t = 20, alias = "max-rounds")]
     max_runs: usize,
     /// Error rate of one step's answer.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, value_parser = super::values::alpha)]
     alpha: f64,
     /// Where the (marked, removed afterwards) worktrees are made.
     #[arg(long, value_name = "DIR", default_value = "/var/tmp")]

@@ -27,13 +27,13 @@ pub struct SimulateChangepointsArgs {
     #[arg(long, default_value_t = 4000)]
     steps: usize,
     /// Oracle: runs per side before the first question.
-    #[arg(long, default_value_t = 3)]
-    start_runs: usize,
+    #[arg(long, value_name = "N", default_value_t = 3, alias = "start-runs")]
+    min_runs: usize,
     /// Oracle: most runs per side before a step is undecided.
     #[arg(long, default_value_t = 10)]
     max_runs: usize,
     /// Oracle: error level per bisection step.
-    #[arg(long, default_value_t = 0.01)]
+    #[arg(long, default_value_t = 0.01, value_parser = super::values::alpha)]
     oracle_alpha: f64,
     /// Seed of the first row (each row adds its index).
     #[arg(long, default_value_t = 1)]
@@ -48,7 +48,7 @@ pub struct SimulateChangepointsArgs {
     #[arg(long, default_value_t = ChangePointConfig::default().min_segment)]
     min_segment: usize,
     /// Gate significance level.
-    #[arg(long, default_value_t = GateConfig::default().alpha)]
+    #[arg(long, default_value_t = GateConfig::default().alpha, value_parser = super::values::alpha)]
     alpha: f64,
     /// Print JSON instead of Markdown tables.
     #[arg(long)]
@@ -77,7 +77,7 @@ pub fn simulate(args: SimulateChangepointsArgs) -> Result<ExitCode> {
     let oracles: Vec<_> = oracle_scenarios()
         .into_iter()
         .enumerate()
-        .map(|(i, s)| oracle_rates(s, (args.start_runs, args.max_runs), args.oracle_alpha, args.steps, seed(200 + i)))
+        .map(|(i, s)| oracle_rates(s, (args.min_runs, args.max_runs), args.oracle_alpha, args.steps, seed(200 + i)))
         .collect();
     if args.json {
         let all = serde_json::json!({
@@ -178,7 +178,7 @@ pub fn simulate(args: SimulateChangepointsArgs) -> Result<ExitCode> {
     }
     println!(
         "Bisection oracle (alpha {} per step, {} to {} runs per side, run CV 2%):\n\n{t}",
-        args.oracle_alpha, args.start_runs, args.max_runs
+        args.oracle_alpha, args.min_runs, args.max_runs
     );
     Ok(ExitCode::SUCCESS)
 }

@@ -37,10 +37,10 @@ pub struct CheckArgs {
     #[arg(long)]
     allow_mixed: bool,
     /// Significance level after Benjamini–Hochberg across the decisive metrics.
-    #[arg(long, default_value_t = 0.01, value_parser = alpha)]
+    #[arg(long, default_value_t = 0.01, value_parser = super::values::alpha)]
     alpha: f64,
     /// Changes within ±PCT percent never fail the check.
-    #[arg(long, value_name = "PCT", default_value_t = 2.0, value_parser = super::compare::theta_percent)]
+    #[arg(long, value_name = "PCT", default_value_t = 2.0, value_parser = super::values::theta_percent)]
     theta: f64,
     /// Output format: a table, or the whole check as JSON for a CI system.
     #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
@@ -48,13 +48,6 @@ pub struct CheckArgs {
     /// Same as `--format json`.
     #[arg(long, hide = true, conflicts_with = "format")]
     json: bool,
-}
-
-fn alpha(text: &str) -> std::result::Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(a) if a > 0.0 && a < 0.5 => Ok(a),
-        _ => Err(format!("`{text}` is not a significance level between 0 and 0.5 (e.g. 0.01)")),
-    }
 }
 
 pub fn check_cmd(args: CheckArgs) -> Result<ExitCode> {

@@ -41,7 +41,7 @@ pub struct CompareArgs {
     #[arg(long)]
     across_machines: bool,
     /// Equivalence band in percent (default: the experiment's, usually 2).
-    #[arg(long, value_name = "PCT", value_parser = theta_percent)]
+    #[arg(long, value_name = "PCT", value_parser = super::values::theta_percent)]
     theta: Option<f64>,
     /// Output format: the mmtests-style table, or the rows as JSON.
     #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
@@ -154,16 +154,6 @@ fn compare_experiments(store: &Store, args: &CompareArgs, format: Format) -> Res
     };
     output::print(&format.exporter().comparison(&report)?)?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// `--theta PCT`: a band of more than 0 and less than 100 percent (the
-/// experiment file's `theta` is the same as a fraction).
-pub(crate) fn theta_percent(text: &str) -> std::result::Result<f64, String> {
-    match text.trim().parse::<f64>() {
-        Ok(p) if p > 0.0 && p < 100.0 => Ok(p),
-        Ok(_) => Err(format!("`{text}` is not a band: give a percentage above 0 and below 100 (e.g. 2 for ±2%)")),
-        Err(_) => Err(format!("`{text}` is not a number: give a percentage such as 2 for ±2%")),
-    }
 }
 
 /// Print the comparison of experiment `id` in `format`.

@@ -196,13 +196,10 @@ fn qemu_memory(name: &str) -> serde_json::Value {
     else {
         return serde_json::Value::Null;
     };
-    let status = std::fs::read_to_string(format!("/proc/{}/status", qemu.pid)).unwrap_or_default();
-    let field = |key: &str| {
-        status
-            .lines()
-            .find(|l| l.starts_with(key))
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|v| v.parse::<u64>().ok())
-    };
-    serde_json::json!({ "rss": field("VmRSS:"), "rss_shmem": field("RssShmem:"), "rss_anon": field("RssAnon:") })
+    use procfs_core::FromRead;
+    let status = std::fs::read(format!("/proc/{}/status", qemu.pid))
+        .ok()
+        .and_then(|text| procfs_core::process::Status::from_read(text.as_slice()).ok());
+    let field = |pick: fn(&procfs_core::process::Status) -> Option<u64>| status.as_ref().and_then(pick);
+    serde_json::json!({ "rss": field(|s| s.vmrss), "rss_shmem": field(|s| s.rssshmem), "rss_anon": field(|s| s.rssanon) })
 }

@@ -225,6 +225,15 @@ fn prune(cache_dir: &std::path::Path, db: &DbArg, dry_run: bool) -> Result<ExitC
         freed += bytes;
         println!("{verb} {} ({})", deb.display(), size(bytes));
     }
+    // Source trees and object directories (1-2 GB each) go when no stored
+    // build names their tree.
+    for dirs in kernel::build::build_dirs(cache_dir).iter().filter(|d| !stored.contains(&d.key)) {
+        if !dry_run {
+            kernel::build::remove_build_dirs(cache_dir, dirs)?;
+        }
+        freed += dirs.bytes;
+        println!("{verb} source tree {} and its build directories ({})", dirs.key, size(dirs.bytes));
+    }
     println!("{verb} {} in all; kept {} entries stored experiments need", size(freed), needed.len());
     Ok(ExitCode::SUCCESS)
 }

@@ -20,6 +20,7 @@ mod reference;
 mod report;
 mod run;
 mod simulate;
+mod values;
 
 use std::process::ExitCode;
 
@@ -44,6 +45,7 @@ const RENAMED_FLAGS: &[(&str, &str, &str)] = &[
     ("bisect-commits", "--experiment", "the experiment file as the first argument"),
     ("bisect-commits", "--start-rounds", "--min-runs"),
     ("bisect-commits", "--max-rounds", "--max-runs"),
+    ("simulate-changepoints", "--start-runs", "--min-runs"),
     ("merge", "-o", "--into"),
     ("merge", "--output", "--into"),
 ];

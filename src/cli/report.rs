@@ -23,7 +23,7 @@ pub struct ReportArgs {
     #[arg(long)]
     baseline: Option<String>,
     /// Equivalence band in percent (default: the experiment's, usually 2).
-    #[arg(long, value_name = "PCT", value_parser = super::compare::theta_percent)]
+    #[arg(long, value_name = "PCT", value_parser = super::values::theta_percent)]
     theta: Option<f64>,
     /// Output file; `-` for standard output. Default: report.html (html) or standard output (markdown).
     #[arg(short, long, value_name = "FILE")]

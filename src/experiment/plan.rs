@@ -116,9 +116,26 @@ pub fn describe(exp: &Experiment) -> String {
                         format!("{} = {} {} ({})", k.reference, k.package.name, k.package.version, k.package.suite)
                     }
                     crate::kernel::KernelSource::Build(b) => format!(
-                        "a kernel built from {}{} ({})",
+                        "a kernel built from {}{}{} ({})",
                         b.shown(),
                         b.package.as_ref().map(|p| format!(" = {} {}", p.name, p.version)).unwrap_or_default(),
+                        // Two variants can differ only by their patches: name them.
+                        if b.patches.is_empty() {
+                            String::new()
+                        } else {
+                            let names: Vec<String> = b
+                                .patches
+                                .iter()
+                                .map(|(_, p)| {
+                                    std::path::Path::new(p)
+                                        .file_name()
+                                        .unwrap_or_default()
+                                        .to_string_lossy()
+                                        .into_owned()
+                                })
+                                .collect();
+                            format!(" + {}", names.join(", "))
+                        },
                         if b.cached { "cached" } else { "NOT built yet: the first run builds it, which takes minutes" }
                     ),
                 };

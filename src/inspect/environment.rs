@@ -185,7 +185,7 @@ fn code_text(code: Option<i32>) -> String {
 
 /// First version line of `tool arg`, `"not installed"`, or a short
 /// explanation of why no version could be read.
-fn tool_version(tool: &str, arg: &str) -> String {
+pub fn tool_version(tool: &str, arg: &str) -> String {
     match exec::run(tool, &[arg], VERSION_TIMEOUT) {
         Err(exec::RunError::NotFound) => NOT_INSTALLED.to_string(),
         Err(e) => format!("unknown ({tool} {arg}: {e})"),

@@ -50,6 +50,45 @@ pub fn builds_dir(cache: &Path) -> PathBuf {
     cache.join("kernel-builds")
 }
 
+/// A source tree's working directories under [`builds_dir`]: the unpacked
+/// tree, its object directory and its config work directory, which share
+/// the first 16 hex digits of the tree's key.
+#[derive(Clone, Debug)]
+pub struct BuildDirs {
+    pub key: String,
+    pub paths: Vec<PathBuf>,
+    pub bytes: u64,
+}
+
+/// Every source tree's working directories in `cache`, by key.
+pub fn build_dirs(cache: &Path) -> Vec<BuildDirs> {
+    let mut by_key: BTreeMap<String, BuildDirs> = BTreeMap::new();
+    for entry in std::fs::read_dir(builds_dir(cache)).into_iter().flatten().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(key) = ["tree-", "obj-", "cfg-"].iter().find_map(|p| name.strip_prefix(p)) else { continue };
+        let dirs = by_key.entry(key.to_string()).or_insert_with(|| BuildDirs {
+            key: key.to_string(),
+            paths: Vec::new(),
+            bytes: 0,
+        });
+        dirs.bytes += super::cache::disk_usage(&entry.path());
+        dirs.paths.push(entry.path());
+    }
+    by_key.into_values().collect()
+}
+
+/// Remove a source tree's working directories, under the locks a build
+/// of that tree holds (so a running build is waited for, not cut short).
+pub fn remove_build_dirs(cache: &Path, dirs: &BuildDirs) -> Result<()> {
+    let builds = builds_dir(cache);
+    let _cfg = super::cache::lock(&builds.join(format!(".cfg-{}.lock", dirs.key)))?;
+    let _obj = super::cache::lock(&builds.join(format!(".obj-{}.lock", dirs.key)))?;
+    for path in &dirs.paths {
+        std::fs::remove_dir_all(path).with_context(|| format!("removing {}", path.display()))?;
+    }
+    Ok(())
+}
+
 /// Where a built kernel's source comes from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum BuildSource {
@@ -466,18 +505,21 @@ fn unpacked_source(builds: &Path, key: &str, deb: &Path, patches: &[PathBuf]) ->
             .context("the source tarball unpacked to nothing")?;
         fs::rename(&top, tmp.join("src"))?;
         for patch in patches {
+            // patch runs in the tree: a path relative to where fslab was started would not be found.
+            let file = fs::canonicalize(patch).with_context(|| format!("patch {}", patch.display()))?;
             let out = Command::new("patch")
                 .args(["-p1", "--forward", "--batch", "-i"])
-                .arg(patch)
+                .arg(&file)
                 .current_dir(tmp.join("src"))
                 .output()
                 .context("running patch")?;
             if !out.status.success() {
                 bail!(
-                    "patch {} does not apply to {}:\n{}",
+                    "patch {} does not apply to {}:\n{}{}",
                     patch.display(),
                     deb.display(),
-                    tail(&String::from_utf8_lossy(&out.stdout), 15)
+                    tail(&String::from_utf8_lossy(&out.stdout), 15),
+                    tail(&String::from_utf8_lossy(&out.stderr), 5)
                 );
             }
         }

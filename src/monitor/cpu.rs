@@ -5,6 +5,11 @@
 //! is reported on its own and subtracted from user/nice because the kernel
 //! already counts it inside them, and the interval is computed like
 //! `rd_stats.c:get_per_cpu_interval()`.
+//!
+//! Parsed here rather than with `procfs-core`'s `KernelStats`: that reads
+//! the whole file and requires its `ctxt`, `btime` and `processes` lines,
+//! where only the aggregate `cpu ` line matters (and a guest's or a
+//! fixture's text may hold only that), and its errors name no line.
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};

@@ -9,6 +9,11 @@
 //! (`write_ext_stat()`, `write_stats()`) and `rd_stats.c`
 //! (`compute_ext_disk_stats()`), with the `S_VALUE` macro from `common.h`
 //! expressed in seconds instead of 1/100 s.
+//!
+//! Parsed here rather than with `procfs-core`'s `DiskStat::from_line`:
+//! sysstat clamps the transiently negative in-flight count old kernels
+//! print (that parser fails on it), errors must name the line and field,
+//! and only the device's own line may fail a snapshot.
 
 use std::path::Path;
 

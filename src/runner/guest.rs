@@ -38,6 +38,10 @@ pub struct GuestRun {
     /// for its account (the exchange directory).
     #[serde(default)]
     pub media_relay: Option<PathBuf>,
+    /// The read-only image the host packed (on the disk already, or to
+    /// copy onto it from the cache).
+    #[serde(default)]
+    pub image: Option<crate::testbed::image::PreparedImage>,
 }
 
 /// The `run` handler: one run, its record as JSON. A failed run is a
@@ -68,6 +72,7 @@ pub fn handle(body: Value) -> Result<Value> {
         sample_interval: request.sample_interval,
         device: request.device.clone(),
         media_relay: request.media_relay.clone(),
+        image: request.image.clone(),
     };
     let mut record = match workload
         .prepare_inputs(&request.cache_dir)

@@ -27,6 +27,7 @@ use crate::testbed::DeviceOptIn;
 use owner::Resume;
 pub use preflight::{check_privileges, NEEDS_ROOT};
 pub use progress::{Observer, Silent};
+pub use single::prepare_image;
 
 /// How to run an experiment (what the command line adds to the file).
 #[derive(Clone, Debug, Default)]
@@ -72,6 +73,20 @@ pub fn dry_run_checks(exp: &Experiment, opts: &RunOptions) -> Result<()> {
     place::check_vm_tools(exp)
 }
 
+/// The tag key of a kernel variant's release: `kernel.<variant>`, with the
+/// characters a tag key cannot hold (`=`, capitals, spaces) spelled `-` and
+/// lowercase, so a variant named `optimize_scan=0` does not stop the run.
+fn kernel_tag_key(variant: &str) -> String {
+    let name: String = variant
+        .chars()
+        .map(|c| c.to_ascii_lowercase())
+        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '_' | '-' | '.') { c } else { '-' })
+        .collect();
+    let mut key = format!("kernel.{name}");
+    key.truncate(64);
+    key
+}
+
 /// Run `exp`, writing every run to `store` as soon as it ends.
 pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mut dyn Observer) -> Result<RunSummary> {
     let mut exp = exp.clone();
@@ -82,6 +97,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     preflight::check_privileges(exp)?;
     preflight::check_system_dirs(exp, opts)?;
     preflight::check_tools(exp, opts)?;
+    preflight::check_media(exp)?;
     place::check_vm_tools(exp)?;
     let resume = match (opts.resume_or_start, opts.resume) {
         (true, _) => Resume::OrStart,
@@ -141,7 +157,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     let mut tags = opts.tags.clone();
     for v in &exp.variants {
         if let Some(k) = &v.kernel {
-            tags.push((format!("kernel.{}", v.name), k.release.clone()));
+            tags.push((kernel_tag_key(&v.name), k.release.clone()));
         }
     }
     crate::history::tags::record(store, experiment_id, &tags, &exp.workdir)?;
@@ -347,4 +363,22 @@ fn new_experiment(
             })
             .collect::<Result<_>>()?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every variant name makes a tag key `store::parse_tag` accepts.
+    #[test]
+    fn kernel_variant_names_make_valid_tag_keys() {
+        for (name, want) in
+            [("6.1", "kernel.6.1"), ("optimize_scan=0", "kernel.optimize_scan-0"), ("Host A", "kernel.host-a")]
+        {
+            let key = super::kernel_tag_key(name);
+            assert_eq!(key, want);
+            crate::store::parse_tag(&format!("{key}=6.1.0-1-cloud-amd64")).unwrap();
+        }
+        let long = super::kernel_tag_key(&"x".repeat(100));
+        assert_eq!(long.len(), 64);
+        crate::store::parse_tag(&format!("{long}=r")).unwrap();
+    }
 }

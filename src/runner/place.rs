@@ -133,17 +133,24 @@ impl KernelVms {
                 sample_interval: exp.sample_interval,
                 device: opts.device.as_ref().map(|d| d.path.clone()),
                 media_relay: None,
+                image: None,
             };
             return single::execute(&env, planned, variant, config, workload);
         }
-        let record = self.in_vm(exp, planned, observer);
+        let record = self.in_vm(exp, planned, workload, observer);
         if variant.vm.as_ref().is_some_and(|v| v.boot == BootPolicy::PerRun) {
             self.shut_down(planned.variant, observer);
         }
         record
     }
 
-    fn in_vm(&mut self, exp: &Experiment, planned: &PlannedRun, observer: &mut dyn Observer) -> RunRecord {
+    fn in_vm(
+        &mut self,
+        exp: &Experiment,
+        planned: &PlannedRun,
+        workload: &mut dyn Workload,
+        observer: &mut dyn Observer,
+    ) -> RunRecord {
         let variant = &exp.variants[planned.variant];
         let config = &exp.workloads[planned.workload];
         let failed = |e: anyhow::Error| single::failed(planned, variant, config, &e);
@@ -170,8 +177,18 @@ impl KernelVms {
         let Some(VariantVm::Up { session, boot_s }) = self.vms.get_mut(&planned.variant) else {
             unreachable!("booted above")
         };
+        // A read-only image is packed once on the host and written onto the
+        // VM's testbed disk (unless it is there already), not packed in the guest.
+        let image = match variant.testbed.fs.is_read_only_image() {
+            false => None,
+            true => match image_for_guest(exp, variant, workload, session) {
+                Ok(image) => Some(image),
+                Err(e) => return failed(e.context(format!("preparing the image of variant `{}`", variant.name))),
+            },
+        };
         let request = GuestRun {
             planned: *planned,
+            image,
             variant: variant.clone(),
             workload: config.clone(),
             seed: exp.seed,
@@ -259,6 +276,23 @@ impl KernelVms {
             self.shut_down(index, observer);
         }
     }
+}
+
+/// The cached image of `variant`'s testbed with `workload`'s content, put
+/// onto `session`'s testbed disk by the host when it can write that disk
+/// (the guest then checks the bytes the first time it sees them).
+fn image_for_guest(
+    exp: &Experiment,
+    variant: &VariantConfig,
+    workload: &mut dyn Workload,
+    session: &mut VmSession,
+) -> Result<crate::testbed::image::PreparedImage> {
+    let mut image = single::prepare_image(&variant.testbed, &exp.cache_dir(), workload)?;
+    if let Some(written_now) = session.put_image(&image.path, &image.key)? {
+        image.on_device = true;
+        image.verify = written_now;
+    }
+    Ok(image)
 }
 
 /// Where unpacked kernels are kept ([`kernel::cache_dir`]). Entries are

@@ -96,6 +96,45 @@ pub fn check_tools(exp: &Experiment, opts: &RunOptions) -> Result<()> {
     )))
 }
 
+/// A media model serves its testbed's image through FUSE on the host (for
+/// host and VM runs alike), so the kernel's FUSE device must work: checked
+/// once here (exit 3 naming the variant and the fix) instead of failing
+/// every run at its first mkfs. Opening `/dev/fuse` is what the server does
+/// first; it creates nothing.
+pub fn check_media(exp: &Experiment) -> Result<()> {
+    let Some(v) = exp.variants.iter().find(|v| v.testbed.device.is_some()) else { return Ok(()) };
+    let model = v.testbed.device.as_ref().map(|d| d.name.clone()).unwrap_or_default();
+    let why = match crate::sys::modules::ensure_loaded("fuse") {
+        Err(e) => Some(format!("{e:#}")),
+        Ok(()) => fuse_device_problem(),
+    };
+    match why {
+        None => Ok(()),
+        Some(why) => Err(exit::environment(anyhow!(
+            "variant `{}` uses the media model `{model}`, which serves the testbed's image through FUSE, and FUSE \
+             does not work here: {why} (load the `fuse` kernel module; in a container, pass /dev/fuse in, e.g. \
+             `--device /dev/fuse`; or drop `device` from the experiment file)",
+            v.name
+        ))),
+    }
+}
+
+/// The kernel's FUSE device.
+const FUSE_DEVICE: &str = "/dev/fuse";
+
+/// Why `/dev/fuse` cannot serve: absent, not the character device, or not
+/// openable read-write.
+fn fuse_device_problem() -> Option<String> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::metadata(FUSE_DEVICE) {
+        Err(e) => return Some(format!("{FUSE_DEVICE}: {e}")),
+        Ok(m) if !m.file_type().is_char_device() => return Some(format!("{FUSE_DEVICE} is not a character device")),
+        Ok(_) => {}
+    }
+    let opened = std::fs::OpenOptions::new().read(true).write(true).open(FUSE_DEVICE);
+    opened.err().map(|e| format!("opening {FUSE_DEVICE}: {e}"))
+}
+
 /// What one run of a variant may write to a host filesystem: the place and
 /// the bytes, with the sentence that explains them.
 struct Need {

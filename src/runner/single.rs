@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::monitors::{self, Watch};
 use crate::experiment::{CachePolicy, PlannedRun, VariantConfig, WorkloadConfig};
 use crate::record::{RunPlace, RunRecord, RunStatus};
+use crate::testbed::image::{self, PreparedImage};
 use crate::testbed::{DeviceOptIn, Testbed};
 use crate::workload::{RunContext, Workload};
 
@@ -32,6 +33,10 @@ pub struct RunEnv {
     /// to ask for the model's account ([`crate::media::relay`]).
     #[serde(default)]
     pub media_relay: Option<std::path::PathBuf>,
+    /// A guest run's read-only image, prepared by the host (None: a
+    /// read-only image testbed takes its image from the cache itself).
+    #[serde(default)]
+    pub image: Option<PreparedImage>,
 }
 
 pub fn execute(
@@ -80,6 +85,17 @@ fn new_record(planned: &PlannedRun, variant: &VariantConfig, config: &WorkloadCo
     }
 }
 
+/// The read-only image of `testbed` with `workload`'s content, from the
+/// image cache under the input cache `cache_dir` (packed there once).
+pub fn prepare_image(
+    testbed: &crate::testbed::TestbedConfig,
+    cache_dir: &std::path::Path,
+    workload: &mut dyn Workload,
+) -> Result<PreparedImage> {
+    let mut populate = |dir: &std::path::Path| workload.populate(dir);
+    image::prepare(testbed, &image::cache_dir(cache_dir), &mut populate)
+}
+
 fn measure(
     env: &RunEnv,
     variant: &VariantConfig,
@@ -89,9 +105,15 @@ fn measure(
 ) -> Result<()> {
     // Checked again before every mkfs: what was free may have been mounted since.
     let device = env.device.as_deref().map(DeviceOptIn::new).transpose()?;
-    // Read-only images are packed from the tree the workload writes here.
-    let mut populate = |dir: &std::path::Path| workload.populate(dir);
-    let mut bed = Testbed::provision_with(&variant.testbed, &env.workdir, device.as_ref(), Some(&mut populate))
+    let prepared = match &env.image {
+        Some(prepared) => Some(prepared.clone()),
+        None if variant.testbed.fs.is_read_only_image() => Some(
+            prepare_image(&variant.testbed, &env.cache_dir, workload)
+                .with_context(|| format!("provisioning variant `{}`", variant.name))?,
+        ),
+        None => None,
+    };
+    let mut bed = Testbed::provision_with(&variant.testbed, &env.workdir, device.as_ref(), prepared.as_ref())
         .with_context(|| format!("provisioning variant `{}`", variant.name))?;
     record.mount = bed.mount_facts.clone();
     record.geometry = bed.geometry();

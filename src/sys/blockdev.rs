@@ -50,3 +50,15 @@ pub fn size_bytes(device: &Path) -> Result<u64> {
     let sectors: u64 = text.trim().parse().with_context(|| format!("{}: not a sector count", path.display()))?;
     Ok(sectors * 512)
 }
+
+nix::ioctl_none!(blkflsbuf, 0x12, 97);
+
+/// Write back and drop the page cache of the open block device `device`
+/// (`BLKFLSBUF`, as `blockdev --flushbufs`): after its bytes were changed
+/// from outside (a VM's host rewrote the disk), reads must come from the disk.
+pub fn flush_buffers(device: &std::fs::File) -> Result<()> {
+    use std::os::unix::io::AsRawFd;
+    // SAFETY: BLKFLSBUF takes no argument; the descriptor is open for the call.
+    unsafe { blkflsbuf(device.as_raw_fd()) }.context("BLKFLSBUF")?;
+    Ok(())
+}

@@ -64,16 +64,16 @@ pub fn running(pid: i32, start_time: u64) -> bool {
 
 /// Field 22 of `/proc/PID/stat` (None when there is no such process).
 pub fn start_time(pid: i32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let stat = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     parse_start_time(&stat)
 }
 
-/// The start time in a `/proc/PID/stat` line. The command name (field 2)
-/// is in parentheses and may itself hold spaces and parentheses, so fields
-/// are counted from the last `)`: field 3 is the first after it.
-fn parse_start_time(stat: &str) -> Option<u64> {
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(22 - 3)?.parse().ok()
+/// The start time in `/proc/PID/stat` text, parsed by `procfs-core` (which
+/// counts fields after the command name's last `)`, as a name may hold
+/// spaces and parentheses).
+fn parse_start_time(stat: &[u8]) -> Option<u64> {
+    use procfs_core::FromRead;
+    procfs_core::process::Stat::from_read(stat).ok().map(|s| s.starttime)
 }
 
 /// This boot's id (empty when the kernel does not say).
@@ -93,9 +93,10 @@ mod tests {
     #[test]
     fn start_time_is_field_22_counted_after_the_command_name() {
         // A command name with spaces and a parenthesis, as comm can be.
-        let stat = "4242 (we ird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10";
-        assert_eq!(parse_start_time(stat), Some(987654));
-        assert_eq!(parse_start_time("garbage"), None);
+        let stat = "4242 (we ird) name) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 10 \
+                    18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n";
+        assert_eq!(parse_start_time(stat.as_bytes()), Some(987654));
+        assert_eq!(parse_start_time(b"garbage"), None);
     }
 
     #[test]

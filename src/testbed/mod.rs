@@ -57,9 +57,8 @@ pub struct Testbed {
     pub mount_facts: Option<MountFacts>,
     /// Queue settings in effect after tuning.
     pub queue: Vec<(String, String)>,
-    /// Read-only images: the tree the image was packed from (removed with
-    /// the testbed).
-    pub staging: Option<PathBuf>,
+    /// Read-only images: the cached image the testbed was made from.
+    pub prepared: Option<image::PreparedImage>,
     /// Metrics of provisioning itself (read-only images: `image_build_s`,
     /// `image_size_mb`, `image_ratio`), stored with the run's metrics.
     pub metrics: Vec<Metric>,
@@ -74,7 +73,8 @@ pub struct Testbed {
     torn_down: bool,
 }
 
-/// Writes the content of a read-only image into the staging directory it is given.
+/// Writes the content of a read-only image into the staging directory it is
+/// given ([`image::prepare`]).
 pub type Populate<'a> = &'a mut dyn FnMut(&Path) -> Result<()>;
 
 impl Testbed {
@@ -86,15 +86,14 @@ impl Testbed {
         Testbed::provision_with(config, workdir, device, None)
     }
 
-    /// [`provision`](Self::provision), with `populate` writing the content
-    /// of a read-only image (squashfs, erofs) into an empty staging
-    /// directory before the image is packed. Writable filesystems never call
-    /// it; read-only images fail without it.
+    /// [`provision`](Self::provision) of a read-only image testbed (squashfs,
+    /// erofs) from `image`, packed beforehand by [`image::prepare`].
+    /// Writable filesystems ignore it; read-only images fail without it.
     pub fn provision_with(
         config: &TestbedConfig,
         workdir: &Path,
         device: Option<&DeviceOptIn>,
-        populate: Option<Populate<'_>>,
+        image: Option<&image::PreparedImage>,
     ) -> Result<Testbed> {
         if let FsKind::Dir(parent) = &config.fs {
             return Testbed::provision_dir(parent, config);
@@ -105,7 +104,7 @@ impl Testbed {
         let mountpoint = dir.join("mnt");
         let mut bed = Testbed::unbuilt(dir, mountpoint, config.fs.clone(), true);
         let built = if config.fs.is_read_only_image() {
-            bed.build_image(config, &name, device, populate)
+            bed.build_image(config, &name, device, image)
         } else {
             bed.build(config, &name, device)
         };
@@ -154,7 +153,7 @@ impl Testbed {
             throttle: None,
             mount_facts: None,
             queue: Vec::new(),
-            staging: None,
+            prepared: None,
             metrics: Vec::new(),
             notes: Vec::new(),
             media: None,
@@ -211,44 +210,63 @@ impl Testbed {
         self.tune(config, name, &dev, &kernel_name)
     }
 
-    /// Read-only image: populate a staging tree, pack it, attach the image
-    /// read-only, mount it `ro`, then the same queue settings and throttle
-    /// as any block testbed.
+    /// Read-only image: the packed image from the image cache, attached
+    /// read-only (on the host), copied onto the device (`--device`, a VM
+    /// disk the host cannot write), or already on the device (a VM disk the
+    /// host wrote it onto); mounted `ro`, then the same queue settings and
+    /// throttle as any block testbed.
     fn build_image(
         &mut self,
         config: &TestbedConfig,
         name: &str,
         device: Option<&DeviceOptIn>,
-        populate: Option<Populate<'_>>,
+        prepared: Option<&image::PreparedImage>,
     ) -> Result<()> {
         load_module(config)?;
-        let Some(populate) = populate else {
+        let Some(prepared) = prepared else {
             bail!("a {} testbed is packed from a workload's files, and none was given", config.fs);
         };
         refuse_model_on_real_device(config, device)?;
         let format = config.fs.fs().image().context("not a read-only image filesystem")?;
-        let options = config.image.clone().context("the testbed has no image options")?;
         fs::create_dir(&self.mountpoint).with_context(|| format!("creating {}", self.mountpoint.display()))?;
-        let staging = self.dir.join("staging");
-        fs::create_dir(&staging).with_context(|| format!("creating {}", staging.display()))?;
-        self.staging = Some(staging.clone());
-        populate(&staging).context("writing the image content")?;
-        let image = self.dir.join(format!("{name}.img"));
-        self.image = Some(image.clone());
-        let built = image::build(format, &options, &config.mkfs, &staging, &image)?;
-        self.metrics = built.metrics();
+        self.prepared = Some(prepared.clone());
+        self.metrics = prepared.built.metrics();
+        self.notes.push(prepared.note());
 
         let dev = match device {
-            // The packed image is written onto the device (a VM's testbed
-            // disk), so reads go through that device's queue, not a loop file.
+            // The packed image is on the device (a VM's testbed disk), so
+            // reads go through that device's queue, not a loop file.
             Some(opt_in) => {
                 let claimed = opt_in.claim()?;
-                copy_onto(&image, &opt_in.path)?;
+                if prepared.on_device {
+                    if prepared.verify {
+                        let read = image::prefix_sha256(&opt_in.path, prepared.built.image_bytes)?;
+                        if read != prepared.sha256 {
+                            bail!(
+                                "{} does not hold image {} (sha256 {read}, the image's {})",
+                                opt_in.path.display(),
+                                prepared.key,
+                                prepared.sha256
+                            );
+                        }
+                        self.notes.push(format!(
+                            "the image's bytes read back from {}: sha256 {read} matches",
+                            opt_in.path.display()
+                        ));
+                    }
+                } else {
+                    copy_onto(&prepared.path, &opt_in.path)?;
+                }
+                // The device's page cache may hold blocks from before the
+                // image was written (by the host, behind this kernel's back).
+                blockdev::flush_buffers(&claimed).with_context(|| format!("flushing {}", opt_in.path.display()))?;
                 drop(claimed);
-                let _ = fs::remove_file(&image);
                 opt_in.path.clone()
             }
-            None => self.attach(config, &image, true)?,
+            None => {
+                self.image = Some(prepared.path.clone());
+                self.attach(config, &prepared.path, true)?
+            }
         };
         self.device = Some(dev.clone());
         let kernel_name = blockdev::kernel_name(&dev)?;
@@ -353,7 +371,8 @@ impl Testbed {
 
     /// Filesystem geometry text for the record (empty for tmpfs and dir).
     pub fn geometry(&self) -> Option<String> {
-        self.kind.fs().geometry(self.device.as_ref()?, self.image.as_deref())
+        let image = self.image.as_deref().or(self.prepared.as_ref().map(|p| p.path.as_path()));
+        self.kind.fs().geometry(self.device.as_ref()?, image)
     }
 
     /// Undo everything, in reverse order, attempting every step even when an

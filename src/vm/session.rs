@@ -147,6 +147,8 @@ pub struct GuestDisk {
     pub device: String,
     /// `image` is a media server's file (see [`VmConfig::disk_media`]).
     pub served: bool,
+    /// The key of the read-only image the host last wrote onto it.
+    pub holds: Option<String>,
 }
 
 /// A booted VM whose agent answers requests. Dropping it kills the VM and
@@ -400,6 +402,35 @@ impl VmSession {
         }
     }
 
+    /// Write the packed read-only image `image` (cache key `key`) onto the
+    /// start of the testbed disk, from the host, between runs. Some(true):
+    /// written now; Some(false): the disk holds it already; None: the disk
+    /// is a media server's file, which only the guest writes (through the
+    /// model). The guest must flush its page cache of the disk before
+    /// reading it ([`crate::sys::blockdev::flush_buffers`]).
+    pub fn put_image(&mut self, image: &Path, key: &str) -> Result<Option<bool>> {
+        let Some(disk) = self.disk.as_mut().filter(|d| !d.served) else { return Ok(None) };
+        if disk.holds.as_deref() == Some(key) {
+            return Ok(Some(false));
+        }
+        disk.holds = None;
+        let mut from = File::open(image).with_context(|| format!("opening {}", image.display()))?;
+        let size = from.metadata()?.len();
+        if size > disk.size_bytes {
+            bail!("the packed image ({size} bytes) does not fit on the VM's testbed disk ({} bytes)", disk.size_bytes);
+        }
+        let mut to = OpenOptions::new()
+            .write(true)
+            .open(&disk.image)
+            .with_context(|| format!("opening {}", disk.image.display()))?;
+        std::io::copy(&mut from, &mut to)
+            .with_context(|| format!("writing the image onto {}", disk.image.display()))?;
+        // QEMU reads the disk with O_DIRECT: the bytes must be on the file, not only in the page cache.
+        to.sync_data().with_context(|| format!("flushing {}", disk.image.display()))?;
+        disk.holds = Some(key.to_string());
+        Ok(Some(true))
+    }
+
     /// The guest's facts (the built-in `probe` request), naming the testbed disk.
     pub fn probe(&mut self) -> Result<GuestFacts> {
         let body = serde_json::json!({ "disk_serial": self.disk.as_ref().map(|d| d.serial.clone()) });
@@ -616,6 +647,7 @@ fn create_disk(path: &Path, bytes: u64) -> Result<GuestDisk> {
         size_bytes: bytes,
         device: String::new(),
         served: false,
+        holds: None,
     })
 }
 
@@ -769,6 +801,7 @@ mod tests {
             size_bytes: 1 << 30,
             device: String::new(),
             served: false,
+            holds: None,
         };
         let ro = vec!["/var/tmp/k".to_string()];
         let kargs = vec!["panic=1".to_string()];

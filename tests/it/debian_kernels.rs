@@ -187,15 +187,26 @@ fn kernel_fetch_list_and_prune() {
         shown.lines().find(|l| l.contains(&format!("debian:{}-cloud ", p.abi)) && l.contains("yes")).unwrap_or("");
     assert!(available_row.contains(&p.suite), "the fetched kernel is marked cached: {shown}");
 
+    // A source tree's working directories (as a build leaves them; nothing
+    // stored names the tree) go too.
+    let builds = fslab::kernel::build::builds_dir(&cache);
+    for d in ["tree-00c0ffee00c0ffee/src", "obj-00c0ffee00c0ffee", "cfg-00c0ffee00c0ffee"] {
+        std::fs::create_dir_all(builds.join(d)).unwrap();
+        std::fs::write(builds.join(d).join("Makefile"), "x").unwrap();
+    }
+
     let db = dir.path().join("empty.db");
     fslab::store::Store::open(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
     let out = fslab_with_cache(&cache, &["kernel", "prune", "--dry-run", "--db", db.to_str().unwrap()]);
     let shown = text(&out);
     assert!(out.status.success() && shown.contains("would remove") && shown.contains(p.kernel_release()), "{shown}");
+    assert!(shown.contains("would remove source tree 00c0ffee00c0ffee"), "{shown}");
     assert_eq!(fslab::kernel::cache::entries(&cache).unwrap().len(), 1, "a dry run removes nothing");
+    assert!(builds.join("obj-00c0ffee00c0ffee").is_dir(), "a dry run removes nothing");
     let out = fslab_with_cache(&cache, &["kernel", "prune", "--db", db.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(fslab::kernel::cache::entries(&cache).unwrap().is_empty());
+    assert!(fslab::kernel::build::build_dirs(&cache).is_empty(), "the tree and its build directories are gone");
     assert!(Archive::at(&cache).downloaded().is_empty(), "the package goes with its entry");
     assert!(shared_deb.is_file(), "the shared package is untouched");
 }

@@ -26,12 +26,18 @@ fn run_quick(name: &str) {
     assert!(!store.metric_series(summary.experiment_id).unwrap().is_empty());
 }
 
-/// Kernel examples name Debian archive kernels (`debian:6.1-cloud`),
-/// looked up in the kernel cache of their work directory; here a copy of
-/// the file works in the test kernels' directory, so the lookup shares the
-/// tests' cached package lists.
+/// Kernel examples name Debian archive kernels (`debian:6.1-cloud`) or
+/// Debian sources to build (`{ source = "debian:5.10", … }`), looked up in
+/// the kernel cache of their work directory; here a copy of the file works
+/// in the test kernels' directory, so the lookup shares the tests' cached
+/// package lists and unpacked sources. The copy sees the examples'
+/// `patches/` beside it, as the original does.
 fn with_test_kernel_cache(path: &Path, text: &str, dir: &Path) -> std::path::PathBuf {
     assert!(!text.contains("\nworkdir"), "{}: the test sets the work directory", path.display());
+    let patches = dir.join("patches");
+    if !patches.exists() {
+        std::os::unix::fs::symlink(path.parent().unwrap().join("patches"), &patches).unwrap();
+    }
     let copy = dir.join(path.file_name().unwrap());
     std::fs::write(&copy, format!("workdir = \"{}\"\n{text}", crate::vm::kernels_dir().display())).unwrap();
     copy
@@ -48,7 +54,7 @@ fn every_example_parses_and_documents_itself() {
         }
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.starts_with('#'), "{} must start with a comment saying what it is", path.display());
-        if !text.contains("kernel = \"debian:") {
+        if !text.contains("kernel = \"debian:") && !text.contains("source = \"debian:") {
             experiment::load(&path).unwrap();
             continue;
         }
@@ -68,8 +74,24 @@ fn every_example_parses_and_documents_itself() {
         for v in &exp.variants {
             assert!(shown.contains(&v.name), "{}: the plan names variant {}: {shown}", path.display(), v.name);
         }
+        // Kernels built from source: the Debian source package is resolved
+        // and the plan says whether each image is built, without building.
+        let built = exp
+            .variants
+            .iter()
+            .filter(|v| v.kernel.as_ref().is_some_and(|k| matches!(k.source, fslab::kernel::KernelSource::Build(_))))
+            .count();
+        let planned = shown.matches("from a kernel built from debian:").count();
+        assert_eq!(planned, built, "{}: one built kernel per source variant in the plan: {shown}", path.display());
+        if built > 0 {
+            assert!(
+                shown.contains(" = linux-source-") && (shown.contains("NOT built yet") || shown.contains("(cached)")),
+                "{}: {shown}",
+                path.display()
+            );
+        }
     }
-    assert_eq!(kernel_examples, 3, "kernel-upgrade, kernel-upgrade-squashfs and preempt-rt");
+    assert_eq!(kernel_examples, 6, "kernel-upgrade, kernel-upgrade-squashfs, preempt-rt and the three case-* examples");
 }
 
 #[test]

@@ -8,7 +8,7 @@
 use crate::common;
 use crate::vm::{archive_kernel, kernel_cache, one_vm, release_from_name, resolve_deb, vm_prerequisites};
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
@@ -620,4 +620,186 @@ command = "dd if=/dev/zero of=data bs=1M count=4 oflag=direct status=none && syn
     assert_eq!(((read * 1e6).round() as u64, (written * 1e6).round() as u64), (trace.read.bytes, trace.write.bytes));
     let requests = metric("media/requests").unwrap() as u64;
     assert_eq!(requests, trace.read.requests + trace.write.requests, "{:?} {trace:?}", first.metrics);
+}
+
+/// Whether a guest's agent under `work` is ready for requests
+/// (`exchange/ready.json` of its session directory).
+fn agent_ready(work: &Path) -> bool {
+    std::fs::read_dir(work).into_iter().flatten().flatten().any(|e| e.path().join("exchange/ready.json").exists())
+}
+
+/// `fslab run` of `spec` (plus `extra`), in a process group of its own as
+/// a shell would start it, held until the guest's measured part runs on
+/// the served disk: QEMU up, the FUSE mount there, the agent ready, and a
+/// few seconds more (the workload sleeps for minutes). Its stderr is
+/// drained (and returned by the thread).
+fn start_measuring(
+    spec: &Path,
+    db: &Path,
+    work: &Path,
+    extra: &[&str],
+) -> (std::process::Child, std::thread::JoinHandle<String>) {
+    use std::os::unix::process::CommandExt;
+    let mut child = Command::new(common::fslab_bin())
+        .args(["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()])
+        .args(extra)
+        .env("FSLAB_KERNEL_CACHE", kernel_cache())
+        .process_group(0)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
+    let deadline = Instant::now() + Duration::from_secs(400);
+    loop {
+        let served = std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .any(|l| l.contains(&*work.to_string_lossy()) && l.contains("fslab-media"));
+        let qemu = leftovers(work).iter().any(|l| l.contains("qemu-system"));
+        if served && qemu && agent_ready(work) {
+            sleep(Duration::from_secs(5));
+            assert!(child.try_wait().unwrap().is_none(), "fslab ended while its guest was to measure");
+            return (child, reader);
+        }
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!("fslab ended ({status}) before its guest measured: {}", reader.join().unwrap());
+        }
+        assert!(Instant::now() < deadline, "the guest never started measuring");
+        sleep(Duration::from_millis(200));
+    }
+}
+
+/// A VM run with a media model, interrupted while the guest measures on the
+/// served disk: Ctrl-C (SIGINT to fslab's process group, as a terminal
+/// sends it) tears down QEMU, the FUSE mount and the media server by
+/// itself (exit 130); SIGKILL of fslab leaves them running, and `fslab
+/// cleanup --workdir` removes every one. Two boots.
+#[test]
+fn a_vm_run_with_a_media_model_ctrl_c_leaves_nothing_and_sigkill_is_cleaned_up() {
+    let Some(deb) = vm_prerequisites("6.1.") else { return };
+    let _one = one_vm();
+    resolve_deb(&deb);
+    let dir = common::workdir("fslab-kernels");
+    let work = dir.path().join("work");
+    let db = dir.path().join("results.db");
+    let spec = common::write_spec(
+        dir.path(),
+        "media-kill.toml",
+        &format!(
+            "name = \"media killed\"\nrepetitions = 1\nworkdir = \"{}\"\n\n[defaults]\nfs = \"ext4\"\nsize = \"64MiB\"\n\
+             kernel = \"{}\"\nvm = {{ cpus = 2, memory = \"1GiB\" }}\ndevice = {{ model = \"sdcard\" }}\n\n\
+             [[variant]]\nname = \"a\"\n\n[[workload]]\nkind = \"command\"\ncommand = \"sleep 120\"\n",
+            work.display(),
+            deb.display()
+        ),
+    );
+    let gone = |what: &str| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(leftovers(&work).is_empty() && media_servers(&work).is_empty()) && Instant::now() < deadline {
+            sleep(Duration::from_millis(100));
+        }
+        assert_eq!(leftovers(&work), Vec::<String>::new(), "{what}");
+        assert_eq!(media_servers(&work), Vec::<String>::new(), "{what}");
+    };
+
+    let (mut child, reader) = start_measuring(&spec, &db, &work, &[]);
+    let group = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGINT).unwrap();
+    let stopped = Instant::now();
+    let status = child.wait().unwrap();
+    let shown = reader.join().unwrap();
+    assert!(stopped.elapsed() < Duration::from_secs(30), "took {:?} to stop: {shown}", stopped.elapsed());
+    assert_eq!(status.code(), Some(130), "{shown}");
+    gone(&shown);
+
+    let (mut child, reader) = start_measuring(&spec, &db, &work, &["--resume"]);
+    child.kill().unwrap(); // SIGKILL, fslab alone
+    let _ = child.wait();
+    let shown = reader.join().unwrap();
+    let left = leftovers(&work);
+    assert!(left.iter().any(|l| l.contains("qemu-system")), "SIGKILL leaves QEMU running: {left:?} {shown}");
+    assert!(left.iter().any(|l| l.contains(" - fuse fslab-media ")), "SIGKILL leaves the FUSE mount: {left:?}");
+    assert_eq!(media_servers(&work).len(), 1, "SIGKILL leaves the media server: {:?}", media_servers(&work));
+    let out = fslab(&["cleanup", "--workdir", work.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    gone(&text(&out));
+}
+
+/// A read-only image is packed once, on the host, for a host variant and a
+/// VM variant alike (two runs each): the host writes it onto the guest's
+/// testbed disk, the guest reads back exactly those bytes (its sha256 is
+/// the cached image's) the first time, and mounts the disk as it is after.
+#[test]
+fn a_read_only_image_is_packed_once_for_host_and_guest() {
+    let Some(deb61) = vm_prerequisites("6.1.") else { return };
+    let _one = one_vm();
+    let dir = common::workdir("fslab-kernels-image");
+    let work = dir.path().join("work");
+    let db = dir.path().join("results.db");
+    let spec = common::write_spec(
+        dir.path(),
+        "image.toml",
+        &format!(
+            r#"name = "one image for host and guest"
+repetitions = 2
+workdir = "{work}"
+
+[defaults]
+fs = "squashfs"
+compressor = "lz4"
+
+[[variant]]
+name = "host"
+
+[[variant]]
+name = "guest"
+kernel = "{deb61}"
+vm = {{ cpus = 2, memory = "1GiB", accel = "tcg" }}
+
+[[workload]]
+kind = "coldstart"
+files = 40
+scale = 0.05
+readers = [2]
+"#,
+            work = work.display(),
+            deb61 = deb61.display(),
+        ),
+    );
+    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(leftovers(&work), Vec::<String>::new());
+
+    let images = fslab::testbed::image::cache_dir(&work.join("cache"));
+    let cached: Vec<PathBuf> = std::fs::read_dir(&images)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "img"))
+        .collect();
+    assert_eq!(cached.len(), 1, "one image for both variants: {cached:?}");
+    let sha = fslab::testbed::image::file_sha256(&cached[0]).unwrap();
+
+    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
+    let id = store.list_experiments().unwrap()[0].id;
+    let runs = store.runs(id).unwrap();
+    assert_eq!(runs.len(), 4);
+    let mut packed = 0;
+    let mut verified = 0;
+    for run in &runs {
+        let notes = store.run_record(run.id).unwrap().notes;
+        let image = notes.iter().find(|n| n.starts_with("read-only image ")).unwrap_or_else(|| panic!("{notes:?}"));
+        packed += usize::from(image.contains("packed into"));
+        let read_back = notes.iter().find(|n| n.contains("read back from"));
+        if let Some(note) = read_back {
+            assert_eq!(run.variant, "guest", "{note}");
+            assert!(note.contains(&format!("sha256 {sha} matches")), "{note} (cached image: {sha})");
+            verified += 1;
+        }
+        assert!(run.metrics.iter().any(|m| m.name == "coldstart-2/total_s"), "{:?}", run.metrics);
+        assert_eq!(run.mount.as_ref().unwrap().fstype, "squashfs");
+    }
+    assert_eq!(packed, 1, "packed once for all four runs");
+    assert_eq!(verified, 1, "the guest reads the image back once, after the host wrote it");
 }

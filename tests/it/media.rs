@@ -252,3 +252,35 @@ fn sigkill_leaves_a_dead_fuse_mount_that_cleanup_removes() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// Where FUSE is missing (here: a private mount namespace whose /dev is an
+/// empty tmpfs, as in a container started without /dev/fuse), `fslab
+/// quickstart` (the `sdcard` model) stops before its first testbed with
+/// exit 3, naming the variant, the model and what to do.
+#[test]
+fn without_fuse_the_quickstart_stops_before_anything_with_exit_3() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let dir = common::workdir("fslab-media");
+    let work = dir.path().join("work");
+    let out = Command::new("unshare")
+        .args(["--mount", "--propagation", "private", "sh", "-c", "mount -t tmpfs none /dev && exec \"$@\"", "sh"])
+        .arg(common::fslab_bin())
+        .arg("quickstart")
+        .arg("--db")
+        .arg(dir.path().join("r.db"))
+        .arg("--workdir")
+        .arg(&work)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("uses the media model `sdcard`") && stderr.contains("FUSE does not work here: /dev/fuse"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("run 1/"), "no run started: {stderr}");
+    assert_eq!(common::testbed_dirs(&work), Vec::<String>::new());
+    assert_eq!(common::leftovers(&work.to_string_lossy()), Vec::<String>::new());
+}

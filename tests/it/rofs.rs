@@ -34,8 +34,8 @@ fn setup(work: &Path, body: &str, workload_keys: &str) -> (Experiment, VariantCo
 }
 
 fn provision(exp: &Experiment, variant: &VariantConfig, w: &mut dyn Workload) -> anyhow::Result<Testbed> {
-    let mut populate = |dir: &Path| w.populate(dir);
-    Testbed::provision_with(&variant.testbed, &exp.workdir, None, Some(&mut populate))
+    let image = fslab::runner::prepare_image(&variant.testbed, &exp.cache_dir(), w)?;
+    Testbed::provision_with(&variant.testbed, &exp.workdir, None, Some(&image))
 }
 
 /// Every file under `a` is under `b` with the same bytes, and nothing more.
@@ -86,8 +86,11 @@ fn image_round_trip(body: &str, fstype: &str, expect_options: &[&str], workload_
     assert_eq!(std::fs::read_to_string(format!("/sys/block/{loopname}/ro")).unwrap().trim(), "1");
     let err = std::fs::write(bed.root().join("probe"), b"x").unwrap_err();
     assert_eq!(err.raw_os_error(), Some(libc::EROFS), "{err}");
-    // The image holds exactly the staging tree.
-    assert_same_tree(bed.staging.as_ref().unwrap(), bed.root());
+    // The image holds exactly the workload's tree.
+    let tree = dir.path().join("expected");
+    std::fs::create_dir(&tree).unwrap();
+    w.populate(&tree).unwrap();
+    assert_same_tree(&tree, bed.root());
     // Provisioning metrics.
     let metric =
         |n: &str| bed.metrics.iter().find(|m| m.name == n).unwrap_or_else(|| panic!("{n} in {:?}", bed.metrics)).value;
@@ -363,5 +366,83 @@ fn two_squashfs_variants_run_through_the_runner_and_store() {
     if fslab::inspect::KernelConfig::load_running().is_ok() {
         assert!(env["squashfs_config"]["CONFIG_SQUASHFS"].is_string(), "{}", env["squashfs_config"]);
     }
+    assert_eq!(common::leftovers(&dir.path().to_string_lossy()), Vec::<String>::new());
+}
+
+/// Notes of every run, in run order.
+fn run_notes(store: &Store, id: i64) -> Vec<(String, Vec<String>)> {
+    let runs = store.runs(id).unwrap();
+    runs.iter().map(|r| (r.variant.clone(), store.run_record(r.id).unwrap().notes)).collect()
+}
+
+/// Two variants with the same image (content, kind, options, packer) and
+/// two runs each pack it once: one image in the cache, one run packed, the
+/// rest reused it; a variant with other options gets its own image. A
+/// crashed pack's temporary is removed and never used.
+#[test]
+fn an_image_is_packed_once_for_every_variant_and_run() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let dir = common::workdir("fslab-rofs");
+    let work = dir.path().join("work");
+    let mut exp = experiment(
+        &work,
+        &[
+            ("a", "fs = \"squashfs\"\ncompressor = \"lz4\""),
+            ("b", "fs = \"squashfs\"\ncompressor = \"lz4\"\nread_ahead_kb = 64"),
+            ("zstd", "fs = \"squashfs\"\ncompressor = \"zstd\""),
+        ],
+        SMALL,
+    );
+    exp.repetitions = experiment::Repetitions::Fixed(2);
+    let images = fslab::testbed::image::cache_dir(&exp.cache_dir());
+    std::fs::create_dir_all(&images).unwrap();
+    let mut store = Store::open(&dir.path().join("r.db")).unwrap();
+    let summary = runner::run(&exp, &mut store, &RunOptions::default(), &mut Silent).unwrap();
+    assert_eq!((summary.runs_ok, summary.runs_failed), (6, 0));
+    let notes = run_notes(&store, summary.experiment_id);
+    let image_note = |n: &[String]| n.iter().find(|t| t.starts_with("read-only image ")).cloned().unwrap();
+    let packed: Vec<&String> =
+        notes.iter().filter(|(_, n)| image_note(n).contains("packed into")).map(|(v, _)| v).collect();
+    assert_eq!(packed.len(), 2, "one pack per distinct image: {notes:#?}");
+    assert!(packed.contains(&&"zstd".to_string()), "{notes:#?}");
+    let key = |n: &[String]| image_note(n).split(" ").nth(2).unwrap().to_string();
+    let (a, b) = (&notes.iter().find(|(v, _)| v == "a").unwrap().1, &notes.iter().find(|(v, _)| v == "b").unwrap().1);
+    assert_eq!(key(a), key(b), "{notes:#?}");
+    let listing = || {
+        let mut names: Vec<String> = std::fs::read_dir(&images)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    };
+    let imgs: Vec<String> = listing().into_iter().filter(|n| n.ends_with(".img")).collect();
+    assert_eq!(imgs.len(), 2, "{:?}", listing());
+    assert!(!listing().iter().any(|n| n.contains("tmp") || n.starts_with("staging")), "{:?}", listing());
+    // The cached bytes are the ones noted, and the run metrics are the one pack's.
+    let img = images.join(format!("{}.img", key(a)));
+    let note: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(images.join(format!("{}.json", key(a)))).unwrap()).unwrap();
+    assert_eq!(note["sha256"].as_str().unwrap(), fslab::testbed::image::file_sha256(&img).unwrap());
+    let packed_at = std::fs::metadata(&img).unwrap().modified().unwrap();
+
+    // A crashed pack (a temporary, a note without its image) is never used;
+    // a second experiment reuses the image as it is.
+    std::fs::write(images.join(format!("{}.img.tmp-1", key(a))), b"half").unwrap();
+    let zstd_img = images.join(format!("{}.img", key(&notes.iter().find(|(v, _)| v == "zstd").unwrap().1)));
+    std::fs::remove_file(&zstd_img).unwrap();
+    exp.repetitions = experiment::Repetitions::Fixed(1);
+    let again = runner::run(&exp, &mut store, &RunOptions::default(), &mut Silent).unwrap();
+    assert_eq!((again.runs_ok, again.runs_failed), (3, 0));
+    let notes = run_notes(&store, again.experiment_id);
+    for (variant, n) in &notes {
+        let want = if variant == "zstd" { "packed into" } else { "reused from" };
+        assert!(image_note(n).contains(want), "{variant}: {n:?}");
+    }
+    assert_eq!(std::fs::metadata(&img).unwrap().modified().unwrap(), packed_at, "the cached image was rewritten");
+    assert!(zstd_img.is_file());
+    assert!(!listing().iter().any(|n| n.contains("tmp")), "{:?}", listing());
     assert_eq!(common::leftovers(&dir.path().to_string_lossy()), Vec::<String>::new());
 }

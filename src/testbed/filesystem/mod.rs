@@ -141,6 +141,12 @@ pub trait ImageFormat: Sync {
         image: &Path,
     ) -> Result<(&'static str, Vec<String>)>;
 
+    /// The argument that makes the packer print its version (part of an
+    /// image's cache key: another packer version may pack other bytes).
+    fn version_arg(&self) -> &'static str {
+        "--version"
+    }
+
     /// Checks before packing that only the host can answer (e.g. whether
     /// this mkfs.erofs was built with the compressor).
     fn check_host(&self, _options: &ImageOptions) -> Result<()> {

@@ -64,6 +64,10 @@ impl ImageFormat for Squashfs {
         keys::names::<Keys>()
     }
 
+    fn version_arg(&self) -> &'static str {
+        "-version"
+    }
+
     fn resolve(&self, table: Table, src: &Source) -> Result<ImageOptions> {
         let k: Keys = table.parse(src)?;
         let (compressor, level) =
