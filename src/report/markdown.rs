@@ -89,7 +89,20 @@ pub fn render_markdown(d: &ReportData) -> String {
         verdict_table(&metric_rows, &mut out);
         if !evidence_rows.is_empty() {
             let _ = write!(out, "### Evidence\n\n{}\n\n", md_esc(EVIDENCE_INTRO));
-            verdict_table(&evidence_rows, &mut out);
+            // Compact: the evidence that moved or decides; the rest is counted.
+            let (shown, rest): (Vec<&ComparisonRow>, Vec<&ComparisonRow>) = evidence_rows.iter().partition(|r| {
+                r.decisive || matches!(r.verdict, crate::stats::Verdict::Regressed | crate::stats::Verdict::Improved)
+            });
+            if !shown.is_empty() {
+                verdict_table(&shown, &mut out);
+            }
+            if !rest.is_empty() {
+                let _ = write!(
+                    out,
+                    "{} more evidence comparisons are `no-change` or `inconclusive` (all in `fslab compare` and the HTML report).\n\n",
+                    rest.len()
+                );
+            }
         }
     }
 

@@ -397,6 +397,44 @@ mod tests {
         assert!(drift[0].contains("baseline `a` drifts +0.96% per run"), "{lines:?}");
     }
 
+    /// Under emulation the headline is the instruction count's verdict;
+    /// wall time is shown as a side row and the headline says why.
+    #[test]
+    fn an_emulated_comparison_is_headlined_by_its_instruction_count() {
+        use crate::analysis::{assign_roles, compare_series};
+        use crate::store::MetricSeries;
+        let series = |metric: &str, variant: &str, values: Vec<f64>| MetricSeries {
+            workload: "command".into(),
+            metric: metric.into(),
+            unit: "s".into(),
+            higher_is_better: false,
+            variant: variant.into(),
+            values,
+        };
+        let wall_a = vec![1.0, 1.5, 0.7, 1.2, 0.9];
+        let wall_b = vec![1.3, 0.8, 1.1, 1.6, 0.6];
+        let rows = vec![
+            series("wall_s", "a", wall_a),
+            series("wall_s", "b", wall_b),
+            series(crate::metric::INSTRUCTIONS, "a", vec![1.0e9, 1.001e9, 0.999e9, 1.0e9, 1.0005e9]),
+            series(crate::metric::INSTRUCTIONS, "b", vec![1.1e9, 1.101e9, 1.099e9, 1.1e9, 1.1005e9]),
+        ];
+        let text = "name = \"e\"\n[[variant]]\nname = \"a\"\nfs = \"dir:/tmp\"\n\
+                    [[workload]]\nkind = \"command\"\ncommand = \"true\"\n";
+        let exp = crate::experiment::parse(text, None).unwrap();
+        let mut rows = compare_series(&rows, "a", &crate::stats::CompareConfig::default());
+        assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
+        let c = ComparisonData { baseline: "a".into(), theta: 0.02, alpha: 0.05, variants: vec![], rows };
+        let h = Headline::new(&c, std::iter::empty());
+        assert_eq!((h.decisive.regressed, h.decisive.total()), (1, 1), "{h:?}");
+        assert_eq!((h.side.total(), h.evidence.total()), (1, 0), "{h:?}");
+        let lines = h.lines();
+        assert_eq!(lines[0], "Decided: 1 regressed.", "{lines:?}");
+        assert!(lines.iter().any(|l| l.starts_with("Emulated: command/wall_s ran under TCG emulation")), "{lines:?}");
+        let wall = c.rows.iter().find(|r| r.metric == "wall_s").unwrap();
+        assert_eq!(role_note(wall), Some("emulated: wall time did not decide"));
+    }
+
     #[test]
     fn runs_are_grouped() {
         let runs =

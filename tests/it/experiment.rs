@@ -78,7 +78,12 @@ fn aa_never_claims_a_change() {
     let summary = runner::run(&exp, &mut store, &RunOptions::default(), &mut Silent).unwrap();
     assert_eq!(summary.runs_ok, 12);
     let rows = compare_series(&store.metric_series(summary.experiment_id).unwrap(), "a1", &CompareConfig::default());
+    // The workload's four metrics; its evidence (device totals, CPU, …) is
+    // compared too, as its own BH family whose verdicts keep the rule's own
+    // error rate, so they are not asserted here.
+    let (rows, evidence): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| !r.evidence);
     assert_eq!(rows.len(), 4);
+    assert!(evidence.iter().any(|r| r.metric == "disk/written_mb"), "{evidence:?}");
     for row in rows {
         assert!(matches!(row.verdict, Verdict::NoChange | Verdict::Inconclusive), "{row:?}");
     }
@@ -212,8 +217,11 @@ fn export_json_and_csv_hold_every_run() {
     assert!(runs.iter().all(|r| r["metrics"].as_array().unwrap().iter().any(|m| m["name"] == "wall_s")));
     let csv = Command::new(common::fslab_bin()).args(["export", "--format", "csv", "--db"]).arg(&db).output().unwrap();
     let text = String::from_utf8_lossy(&csv.stdout);
-    // Header + 4 runs × 3 metrics (wall_s, user_s, sys_s).
-    assert_eq!(text.lines().count(), 1 + 12, "{text}");
+    // Header + 4 runs × 3 workload metrics (wall_s, user_s, sys_s), then
+    // the evidence (tmpfs has no device: CPU only).
+    let workload = text.lines().filter(|l| !l.split(',').any(fslab::metric::is_evidence)).count();
+    assert_eq!(workload, 1 + 12, "{text}");
+    assert!(text.lines().any(|l| l.split(',').any(|f| f == "cpu/sys_pct")), "{text}");
     let compare = Command::new(common::fslab_bin()).args(["compare", "--json", "--db"]).arg(&db).output().unwrap();
     let rows: serde_json::Value = serde_json::from_slice(&compare.stdout).unwrap();
     for key in [
