@@ -114,7 +114,7 @@ fn tmpfs_spec(dir: &std::path::Path, command: &str) -> experiment::Experiment {
 }
 
 #[test]
-fn size_is_found_among_tmpfs_differences() {
+fn timing_size_is_found_among_tmpfs_differences() {
     if !common::root_or_skip() {
         return;
     }
