@@ -466,6 +466,8 @@ fn unpacked_source(builds: &Path, key: &str, deb: &Path, patches: &[PathBuf]) ->
             .context("the source tarball unpacked to nothing")?;
         fs::rename(&top, tmp.join("src"))?;
         for patch in patches {
+            // `patch` runs in the tree: a path relative to here would not be found there.
+            let patch = &fs::canonicalize(patch).with_context(|| format!("patch {}", patch.display()))?;
             let out = Command::new("patch")
                 .args(["-p1", "--forward", "--batch", "-i"])
                 .arg(patch)
@@ -477,7 +479,10 @@ fn unpacked_source(builds: &Path, key: &str, deb: &Path, patches: &[PathBuf]) ->
                     "patch {} does not apply to {}:\n{}",
                     patch.display(),
                     deb.display(),
-                    tail(&String::from_utf8_lossy(&out.stdout), 15)
+                    tail(
+                        &format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)),
+                        15
+                    )
                 );
             }
         }
