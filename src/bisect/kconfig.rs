@@ -3,7 +3,7 @@
 //!
 //! 1. The candidates ([`candidates`]): the options either variant `set`s
 //!    plus those whose final `.config` values differ in a
-//!    performance-relevant group ([`GROUPS`]), a Kconfig choice (e.g. the
+//!    performance-relevant group ([`group_of`]), a Kconfig choice (e.g. the
 //!    squashfs decompressor) moving as one candidate. Every other
 //!    difference is ignored and counted with the reason, so two
 //!    distributions' configs never give thousands of candidates.
@@ -34,92 +34,23 @@ use super::ddmin::{self, Outcome};
 use super::oracle::{self, MetricRef, Trial};
 use super::{trial_line, Status};
 use crate::experiment::{Experiment, KernelSpec, Repetitions, VariantConfig};
+use crate::inspect::kconfig_notes::{self, Area};
 use crate::kernel::build::{self as kbuild, BuildRequest, KernelBuild, SetRejected};
 use crate::kernel::kconfig::{self, Kconfig};
 use crate::kernel::KernelSource;
 use crate::runner::{Observer, RunOptions};
 use crate::store::Store;
 
-/// The performance-relevant option groups: a symbol is in a group when its
-/// name is one of the group's names, or starts with a name ending in `*`.
-pub const GROUPS: &[(&str, &[&str])] = &[
-    (
-        "scheduler and preemption",
-        &[
-            "PREEMPT*",
-            "SCHED_*",
-            "CGROUP_SCHED",
-            "FAIR_GROUP_SCHED",
-            "RT_GROUP_SCHED",
-            "NUMA_BALANCING*",
-            "SMP",
-            "NR_CPUS",
-        ],
-    ),
-    ("timer frequency", &["HZ", "HZ_*", "NO_HZ*", "HIGH_RES_TIMERS", "TICK_*"]),
-    ("block layer and I/O schedulers", &["BLK_*", "BLOCK", "MQ_IOSCHED_*", "IOSCHED_*", "BFQ_*", "VIRTIO_BLK*"]),
-    (
-        "filesystems",
-        &["EXT4_*", "JBD2*", "XFS_*", "BTRFS_*", "EROFS_*", "F2FS_*", "FUSE_FS", "VIRTIO_FS", "FS_DAX*", "FS_IOMAP"],
-    ),
-    ("squashfs (decompressor, file mode)", &["SQUASHFS*"]),
-    (
-        "memory allocator and huge pages",
-        &[
-            "SLAB",
-            "SLUB",
-            "SLOB",
-            "SLAB_*",
-            "SLUB_*",
-            "TRANSPARENT_HUGEPAGE*",
-            "COMPACTION",
-            "MIGRATION",
-            "KSM",
-            "ZSWAP*",
-        ],
-    ),
-    (
-        "debugging that costs time",
-        &[
-            "KASAN*",
-            "KCSAN*",
-            "UBSAN*",
-            "LOCKDEP*",
-            "PROVE_LOCKING",
-            "LOCK_STAT",
-            "DEBUG_LOCK_ALLOC",
-            "DEBUG_SPINLOCK",
-            "DEBUG_MUTEXES",
-            "DEBUG_RWSEMS",
-            "DEBUG_ATOMIC_SLEEP",
-            "DEBUG_PAGEALLOC*",
-            "DEBUG_VM*",
-            "DEBUG_OBJECTS*",
-            "DEBUG_KMEMLEAK*",
-            "PAGE_POISONING*",
-            "INIT_ON_ALLOC_DEFAULT_ON",
-            "INIT_ON_FREE_DEFAULT_ON",
-            "KFENCE*",
-            "FTRACE",
-            "FUNCTION_TRACER",
-            "FUNCTION_GRAPH_TRACER",
-            "IRQSOFF_TRACER",
-            "PREEMPT_TRACER",
-        ],
-    ),
-];
-
-/// The group of `symbol`, if it is performance-relevant.
+/// The performance-relevant group of `symbol`: its area in the one list
+/// `fslab kconfig` diffs use ([`kconfig_notes::classify`]: filesystems,
+/// block layer and I/O schedulers, memory management, scheduler,
+/// preemption and timer frequency, debugging that costs time), or None
+/// for everything else.
 pub fn group_of(symbol: &str) -> Option<&'static str> {
-    GROUPS.iter().find_map(|(group, names)| {
-        names
-            .iter()
-            .any(|n| match n.strip_suffix('*') {
-                Some(prefix) => symbol.starts_with(prefix),
-                None => symbol == *n,
-            })
-            .then_some(*group)
-    })
+    match kconfig_notes::classify(symbol).0 {
+        Area::Other => None,
+        area => Some(area.title()),
+    }
 }
 
 /// One candidate: an option, or a Kconfig choice moving as one.
@@ -127,7 +58,7 @@ pub fn group_of(symbol: &str) -> Option<&'static str> {
 pub struct Candidate {
     /// The symbol, or `choice A | B | C` (its members).
     pub name: String,
-    /// `set` (a variant sets it) or its group in [`GROUPS`].
+    /// `set` (a variant sets it) or its group ([`group_of`]).
     pub why: String,
     /// Its value in good's final config (for a choice: the member chosen).
     pub good: String,
@@ -648,7 +579,7 @@ mod tests {
             [
                 "FSLAB_TEST_READ_WORK: n → y (set)",
                 "PRINTK_TIME: n → y (set)",
-                "SQUASHFS_XATTR: n → y (squashfs (decompressor, file mode))",
+                "SQUASHFS_XATTR: n → y (Filesystems)",
                 "choice SQUASHFS_FILE_CACHE | SQUASHFS_FILE_DIRECT: SQUASHFS_FILE_CACHE → SQUASHFS_FILE_DIRECT (set)",
             ]
         );
@@ -681,12 +612,12 @@ mod tests {
 
     #[test]
     fn groups_match_names_and_prefixes() {
-        assert_eq!(group_of("PREEMPT_NONE"), Some("scheduler and preemption"));
-        assert_eq!(group_of("HZ_250"), Some("timer frequency"));
-        assert_eq!(group_of("HZ"), Some("timer frequency"));
-        assert_eq!(group_of("SQUASHFS_DECOMP_SINGLE"), Some("squashfs (decompressor, file mode)"));
-        assert_eq!(group_of("KASAN_GENERIC"), Some("debugging that costs time"));
+        assert_eq!(group_of("PREEMPT_NONE"), Some("Scheduler and preemption"));
+        assert_eq!(group_of("HZ_250"), Some("Scheduler and preemption"));
+        assert_eq!(group_of("SQUASHFS_DECOMP_SINGLE"), Some("Filesystems"));
+        assert_eq!(group_of("MQ_IOSCHED_DEADLINE"), Some("Block layer"));
+        assert_eq!(group_of("TRANSPARENT_HUGEPAGE"), Some("Memory management"));
+        assert_eq!(group_of("KASAN"), Some("Debugging that costs performance"));
         assert_eq!(group_of("PRINTK_TIME"), None);
-        assert_eq!(group_of("HZ_PERIODIC_X"), Some("timer frequency"));
     }
 }
