@@ -354,8 +354,16 @@ pub fn bisect_kconfig(
             let kernel = format!("{} {}", kb.release, &kb.key[..12.min(kb.key.len())]);
             let (build_s, config_sha256) = (clock.elapsed().as_secs_f64(), kb.config_sha256.clone());
             builds.borrow_mut().push(StepKernel { set: set.to_vec(), kernel, built, build_s, config_sha256 });
+            // The variant's name becomes a tag key (`kernel.<name>`): short,
+            // lower-case, so the candidates' indices, not `name`'s labels.
+            let _ = name;
+            let indices: Vec<String> = set.iter().map(usize::to_string).collect();
+            let mut step = format!("{}.k{}", good.name, indices.join("-"));
+            if step.len() > 56 {
+                step = format!("{}.k{}", good.name, &crate::kernel::sha256_str(&indices.join("-"))[..12]);
+            }
             let mut v = good.clone();
-            v.name = name.to_string();
+            v.name = step;
             v.kernel = Some(KernelSpec { release: kb.release.clone(), source: KernelSource::Build(kb) });
             Ok(Ok(v))
         })

@@ -217,6 +217,19 @@ pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
             (path.clone(), key, None)
         }
     };
+    // The same request on the same unpacked package gives the same config:
+    // answered from the last time (seconds of olddefconfig saved per
+    // variant, and per step of a bisection).
+    let memo = prepared_memo(req, &builds, &tree_key)?;
+    if let Some(found) = memo.as_deref().and_then(|m| fs::read_to_string(m).ok()) {
+        if let Ok(mut b) = serde_json::from_str::<KernelBuild>(&found) {
+            if b.config_path(cache).is_file() && b.tree == tree && b.patches == patches {
+                b.cached = !b.key.is_empty() && super::cache::kernels_dir(cache).join(&b.key).is_dir();
+                b.request = Some(Box::new(req.clone()));
+                return Ok(b);
+            }
+        }
+    }
     let version = tree_version(&tree)?;
     let kconfig = Kconfig::read(&tree)?;
     let problems = kconfig::check_symbols(&kconfig, &version, &req.set);
@@ -278,7 +291,7 @@ pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
         // The user's tree changes under us: its image is keyed once built (see `build`).
         BuildSource::Tree(_) => String::new(),
     };
-    Ok(KernelBuild {
+    let prepared = KernelBuild {
         source: req.reference.clone(),
         package,
         config_base: req.config.shown(),
@@ -293,7 +306,30 @@ pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
         tree_key,
         key,
         request: Some(Box::new(req.clone())),
-    })
+    };
+    if let Some(m) = memo {
+        let tmp = m.with_extension(format!("{}.tmp", std::process::id()));
+        fs::write(&tmp, serde_json::to_string_pretty(&prepared)?)?;
+        fs::rename(&tmp, &m)?;
+    }
+    Ok(prepared)
+}
+
+/// Where a Debian source's prepared request is remembered: keyed by the
+/// tree (package and patches), the base config's content, the `set` and the
+/// compiler. None for what can change under the same request: a user's
+/// tree, or `config = "debian"` (the matching image may get a newer revision).
+fn prepared_memo(req: &BuildRequest, builds: &Path, tree_key: &str) -> Result<Option<PathBuf>> {
+    let base = match (&req.source, &req.config) {
+        (BuildSource::Tree(_), _) | (_, ConfigBase::Debian) => return Ok(None),
+        (_, ConfigBase::Minimal) => format!("minimal\0{MINIMAL}"),
+        (_, ConfigBase::File(p)) => format!("file\0{}", super::sha256_file(p)?),
+    };
+    let set: Vec<String> = req.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let key = sha256_str(&format!("prepared\0{tree_key}\0{base}\0{}\0{}", set.join("\0"), compiler_version()?));
+    let dir = builds.join("prepared");
+    fs::create_dir_all(&dir)?;
+    Ok(Some(dir.join(format!("{key}.json"))))
 }
 
 /// The key of a Debian source package's tree with these patches (SHA-256 of each).
