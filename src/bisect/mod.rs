@@ -15,6 +15,7 @@
 pub mod commits;
 pub mod ddmin;
 pub mod diff;
+pub mod kconfig;
 pub mod oracle;
 
 use anyhow::{bail, Result};
@@ -117,19 +118,28 @@ pub fn bisect(
         }
     }
 
+    let make: oracle::MakeCandidate = {
+        let (good, bad, changes) = (good.clone(), bad.clone(), changes.clone());
+        Box::new(move |set: &[usize], name: &str| {
+            let chosen: Vec<&Change> = set.iter().map(|&i| &changes[i]).collect();
+            Ok(Ok(diff::apply(&good, &bad, &chosen, name)))
+        })
+    };
     let mut oracle = oracle::Oracle {
+        command: "bisect-options",
         base: exp,
         good,
-        bad,
-        changes: changes.clone(),
+        labels: changes.iter().map(Change::label).collect(),
+        make,
         metric: cfg.metric.clone(),
         repetitions,
         store,
         options: cfg.run_options.clone(),
         observer,
+        reuse_stored: false,
         trials: Vec::new(),
     };
-    let confirmation = oracle.confirm()?;
+    let confirmation = oracle.confirm(bad)?;
     let mut report = BisectReport {
         experiment: exp.name.clone(),
         good: cfg.good.clone(),
@@ -174,7 +184,7 @@ pub fn bisect(
     Ok(report)
 }
 
-fn trial_line(t: &Trial) -> String {
+pub(crate) fn trial_line(t: &Trial) -> String {
     let pct = |x: Option<f64>| x.map_or("n/a".to_string(), |v| format!("{v:+.1}%"));
     format!(
         "experiment {:>4}  {:<12} {:>8} [{}, {}]  {:>2} runs  {}",

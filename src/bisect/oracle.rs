@@ -8,6 +8,11 @@
 //! an [`Outcome`]: `regressed` → fail, `no-change`/`improved` → pass,
 //! `inconclusive` after the maximum (or no usable runs) → unresolved, which
 //! ddmin treats as "not reproduced" and the report counts.
+//!
+//! What a candidate is depends on the bisection: `bisect-options` applies
+//! testbed settings ([`super::diff::apply`]), `bisect-kconfig` builds a
+//! kernel with good's config plus some options ([`super::kconfig`]). The
+//! oracle only asks its [`MakeCandidate`] for the variant of a set.
 
 use std::str::FromStr;
 
@@ -16,14 +21,13 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::ddmin::Outcome;
-use super::diff::{apply, Change};
 use crate::analysis::compare_series;
 use crate::experiment::{Experiment, Repetitions, VariantConfig};
 use crate::runner::{self, Observer, RunOptions};
 use crate::stats::{CompareConfig, Verdict};
 use crate::store::Store;
 
-/// `WORKLOAD/METRIC`, e.g. `untar/total_s` (split at the last `/`).
+/// `WORKLOAD/METRIC`, e.g. `untar/total_s` or `read/vm/instructions` (split at the first `/`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct MetricRef {
     pub workload: String,
@@ -71,6 +75,10 @@ pub struct Trial {
     pub ci_high_pct: Option<f64>,
     pub p_adjusted: Option<f64>,
     pub outcome: Outcome,
+    /// Why the trial ran nothing: its candidate could not be made (e.g. a
+    /// kernel config Kconfig would not give), or its runs were stored.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl Trial {
@@ -79,48 +87,81 @@ impl Trial {
     }
 }
 
+/// The candidate variant of a set of changes, named `name`; `Ok(Err(why))`
+/// when that candidate cannot be made (the trial is unresolved, nothing runs).
+pub type MakeCandidate<'a> = Box<dyn FnMut(&[usize], &str) -> Result<std::result::Result<VariantConfig, String>> + 'a>;
+
 /// Runs candidate experiments; remembers every trial.
 pub struct Oracle<'a> {
+    /// `bisect-options` or `bisect-kconfig`: names the trial experiments and messages.
+    pub command: &'static str,
     pub base: &'a Experiment,
     pub good: VariantConfig,
-    pub bad: VariantConfig,
-    pub changes: Vec<Change>,
+    /// One label per change, indexed by a trial's set.
+    pub labels: Vec<String>,
+    pub make: MakeCandidate<'a>,
     pub metric: MetricRef,
     pub repetitions: Repetitions,
     pub store: &'a mut Store,
     pub options: RunOptions,
     pub observer: &'a mut dyn Observer,
+    /// Answer a trial whose experiment (same name and spec) is stored
+    /// complete from its runs, without running it again.
+    pub reuse_stored: bool,
     pub trials: Vec<Trial>,
 }
 
 impl Oracle<'_> {
-    /// Good against bad, as written in the file (the set of all changes).
-    pub fn confirm(&mut self) -> Result<Trial> {
-        let all: Vec<usize> = (0..self.changes.len()).collect();
-        let bad = self.bad.clone();
+    /// Good against `bad` (the set of all changes).
+    pub fn confirm(&mut self, bad: VariantConfig) -> Result<Trial> {
+        let all: Vec<usize> = (0..self.labels.len()).collect();
         let title = format!("{} vs {} (confirm)", self.good.name, bad.name);
         self.trial(&all, bad, &title)
     }
 
     /// good + the changes at `set`.
     pub fn test(&mut self, set: &[usize]) -> Result<Outcome> {
-        let chosen: Vec<&Change> = set.iter().map(|&i| &self.changes[i]).collect();
-        let labels: Vec<String> = chosen.iter().map(|c| c.label()).collect();
+        let labels: Vec<String> = set.iter().map(|&i| self.labels[i].clone()).collect();
         let name = format!("{} + [{}]", self.good.name, labels.join("; "));
-        let candidate = apply(&self.good, &self.bad, &chosen, &name);
         let title = format!("trial {}: {}", self.trials.len(), name);
-        Ok(self.trial(set, candidate, &title)?.outcome)
+        match (self.make)(set, &name)? {
+            Ok(candidate) => Ok(self.trial(set, candidate, &title)?.outcome),
+            Err(why) => {
+                self.observer.message(&format!("{}: {title}: not run: {why}", self.command));
+                self.trials.push(Trial {
+                    set: set.to_vec(),
+                    changes: labels,
+                    experiment_id: 0,
+                    experiment_name: String::new(),
+                    candidate: name,
+                    runs_ok: 0,
+                    runs_failed: 0,
+                    rounds: 0,
+                    verdict: None,
+                    mean_good: None,
+                    mean_candidate: None,
+                    change_pct: None,
+                    ci_low_pct: None,
+                    ci_high_pct: None,
+                    p_adjusted: None,
+                    outcome: Outcome::Unresolved,
+                    note: Some(why),
+                });
+                Ok(Outcome::Unresolved)
+            }
+        }
     }
 
     fn experiment(&self, candidate: VariantConfig, title: &str) -> Result<Experiment> {
+        let command = self.command;
         let mut exp = self.base.clone();
-        exp.name = format!("bisect-options {}: {title}", self.base.name);
+        exp.name = format!("{command} {}: {title}", self.base.name);
         exp.description = Some(format!(
-            "fslab bisect-options trial on {}: is `{}` regressed against `{}`?",
+            "fslab {command} trial on {}: is `{}` regressed against `{}`?",
             self.metric, candidate.name, self.good.name
         ));
         exp.source_text = format!(
-            "# fslab bisect-options trial, derived from the experiment below\n# {title}\n# candidate: {}\n{}",
+            "# fslab {command} trial, derived from the experiment below\n# {title}\n# candidate: {}\n{}",
             serde_json::to_string(&candidate)?,
             self.base.source_text
         );
@@ -144,9 +185,31 @@ impl Oracle<'_> {
     fn trial(&mut self, set: &[usize], candidate: VariantConfig, title: &str) -> Result<Trial> {
         let exp = self.experiment(candidate, title)?;
         let candidate = exp.variants[1].name.clone();
-        self.observer.message(&format!("bisect-options: {title}"));
-        let summary = runner::run(&exp, self.store, &self.options, self.observer)
-            .with_context(|| format!("running {}", exp.name))?;
+        let command = self.command;
+        let stored = match self.reuse_stored {
+            true => self.store.find_complete(&exp.name, &exp.spec_hash)?,
+            false => None,
+        };
+        let summary = match stored {
+            Some(id) => {
+                self.observer.message(&format!("{command}: {title}: stored as experiment {id}, not run again"));
+                let runs = self.store.runs(id)?;
+                let ok = runs.iter().filter(|r| r.status == crate::record::RunStatus::Ok).count();
+                runner::RunSummary {
+                    experiment_id: id,
+                    runs_ok: ok,
+                    runs_failed: runs.len() - ok,
+                    runs_skipped: runs.len(),
+                    rounds: runs.iter().map(|r| r.round).max().unwrap_or(0),
+                    interrupted: false,
+                }
+            }
+            None => {
+                self.observer.message(&format!("{command}: {title}"));
+                runner::run(&exp, self.store, &self.options, self.observer)
+                    .with_context(|| format!("running {}", exp.name))?
+            }
+        };
         if summary.interrupted {
             bail!(
                 "interrupted during experiment {} ({}); finished trials are in the store",
@@ -180,7 +243,7 @@ impl Oracle<'_> {
         };
         let trial = Trial {
             set: set.to_vec(),
-            changes: set.iter().map(|&i| self.changes[i].label()).collect(),
+            changes: set.iter().map(|&i| self.labels[i].clone()).collect(),
             experiment_id: summary.experiment_id,
             experiment_name: exp.name.clone(),
             candidate,
@@ -195,9 +258,10 @@ impl Oracle<'_> {
             ci_high_pct: row.map(|r| r.ci_high_pct),
             p_adjusted: row.map(|r| r.p_adjusted),
             outcome,
+            note: stored.map(|id| format!("stored runs of experiment {id}")),
         };
         self.observer.message(&format!(
-            "bisect-options: experiment {} → {} ({} runs)",
+            "{command}: experiment {} → {} ({} runs)",
             trial.experiment_id,
             trial.verdict.map_or("no verdict".to_string(), |v| v.to_string()),
             trial.runs()

@@ -2,6 +2,7 @@
 
 mod bisect;
 mod bisect_commits;
+mod bisect_kconfig;
 mod changepoints;
 mod check;
 mod compare;
@@ -151,6 +152,8 @@ enum Command {
     Iostat(iostat::IostatArgs),
     /// Find which differing setting between a good and a bad variant carries a regression (ddmin).
     BisectOptions(bisect::BisectArgs),
+    /// Find which kernel config options between a good and a bad variant built from one source carry a regression (ddmin, a kernel built per step).
+    BisectKconfig(bisect_kconfig::BisectKconfigArgs),
     /// Find the first commit of a source tree that brought a regression (git bisect with a statistical oracle).
     BisectCommits(bisect_commits::BisectCommitsArgs),
     /// Runs per variant needed to detect a change, from the noise of earlier results (or a pilot).
@@ -198,6 +201,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Kernel(args) => kernel::kernel_cmd(args),
         Command::Iostat(args) => iostat::iostat(args),
         Command::BisectOptions(args) => bisect::bisect(args),
+        Command::BisectKconfig(args) => bisect_kconfig::bisect_kconfig(args),
         Command::BisectCommits(args) => bisect_commits::bisect_commits_cmd(args),
         Command::Plan(args) => plan::plan_cmd(args),
         Command::Simulate(args) => simulate::simulate(args),

@@ -182,6 +182,22 @@ impl Store {
         .with_context(|| format!("cannot search unfinished experiments in {}", self.location()))
     }
 
+    /// The newest `complete` experiment with this name and spec hash (a
+    /// bisection step measured before, whose runs answer it again).
+    pub fn find_complete(&self, name: &str, spec_hash: &str) -> Result<Option<i64>> {
+        self.read(|q| {
+            q.query_opt(
+                "SELECT id FROM experiments
+                 WHERE name = ?1 AND spec_hash = ?2 AND status = 'complete' AND campaign IS NULL
+                 ORDER BY id DESC LIMIT 1",
+                params![name, spec_hash],
+            )?
+            .map(|r| r.get(0))
+            .transpose()
+        })
+        .with_context(|| format!("cannot search complete experiments in {}", self.location()))
+    }
+
     /// All runs of an experiment in seq order, with metrics, mount facts and
     /// device totals (monitor samples via [`Store::samples`]).
     pub fn runs(&self, experiment_id: i64) -> Result<Vec<StoredRun>> {

@@ -17,8 +17,17 @@ use fslab::kernel::build::{self, BuildRequest, BuildSource, ConfigBase, SetRejec
 use fslab::kernel::debian::Archive;
 
 /// The experiment file the warm-up script builds (keep the test's kernel in step with it).
-fn fixture() -> PathBuf {
+pub fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/kernels/built-5.10.toml")
+}
+
+/// The fixture's `kernel = {…}` line, its patch paths made absolute for a
+/// file written elsewhere.
+pub fn fixture_kernel_line() -> String {
+    let text = std::fs::read_to_string(fixture()).unwrap();
+    let line = text.lines().find(|l| l.starts_with("kernel = ")).unwrap();
+    let dir = fixture().parent().unwrap().display().to_string();
+    line.replace("\"patches/", &format!("\"{dir}/patches/"))
 }
 
 fn text(out: &Output) -> String {
@@ -135,8 +144,7 @@ fn a_built_5_10_boots_and_runs_a_workload() {
         .output()
         .unwrap();
     assert_eq!(built.status.code(), Some(0), "{}", text(&built));
-    let fixture_text = std::fs::read_to_string(fixture()).unwrap();
-    let kernel_line = fixture_text.lines().find(|l| l.starts_with("kernel = ")).unwrap();
+    let kernel_line = fixture_kernel_line();
 
     let dir = common::workdir("fslab-built-kernel");
     let work = dir.path().join("work");

@@ -25,7 +25,7 @@ fn text(out: &Output) -> String {
 
 /// QEMU/virtiofsd processes and testbed or session directories of the
 /// experiment in `work`.
-fn leftovers(work: &Path) -> Vec<String> {
+pub(crate) fn leftovers(work: &Path) -> Vec<String> {
     let needle = work.to_string_lossy().into_owned();
     let mut found: Vec<String> = fslab::vm::leftovers::vm_processes()
         .into_iter()

@@ -11,6 +11,7 @@ mod common;
 
 mod bisect;
 mod bisect_commits;
+mod bisect_kconfig;
 mod blocktrace;
 mod built_kernels;
 mod changepoint;
