@@ -16,36 +16,39 @@ use fslab::report::{render_plain, Format};
 use fslab::runner::{self, progress::Console, Observer, RunOptions};
 use fslab::store::Store;
 
+/// What `bisect-options` and `bisect-kconfig` share: one set of flags
+/// for "bisect between two variants of this file on this metric".
 #[derive(Args, Debug)]
 pub struct BisectArgs {
-    /// Experiment file (TOML) holding the good and the bad variant.
-    file: PathBuf,
+    /// Experiment file (TOML) holding the good and the bad variant (for bisect-kconfig, both
+    /// built from the same kernel source).
+    pub(crate) file: PathBuf,
     /// The variant without the regression.
     #[arg(long, value_name = "NAME")]
-    good: String,
+    pub(crate) good: String,
     /// The variant with the regression.
     #[arg(long, value_name = "NAME")]
-    bad: String,
-    /// The metric that regressed, as WORKLOAD/METRIC (e.g. untar/total_s).
+    pub(crate) bad: String,
+    /// The metric that regressed, as WORKLOAD/METRIC (e.g. untar/total_s, read/vm/instructions).
     #[arg(long, value_name = "WORKLOAD/METRIC")]
-    metric: MetricRef,
-    /// Fewest rounds per trial (default: the file's repetitions).
+    pub(crate) metric: MetricRef,
+    /// Fewest rounds per step (default: the file's repetitions).
     #[arg(long, value_name = "N", requires = "max_runs")]
-    min_runs: Option<u32>,
-    /// Most rounds per trial while the verdict is inconclusive (default: the file's, or twice a fixed count).
+    pub(crate) min_runs: Option<u32>,
+    /// Most rounds per step while the verdict is inconclusive (default: the file's, or twice a fixed count).
     #[arg(long, value_name = "N", requires = "min_runs")]
-    max_runs: Option<u32>,
+    pub(crate) max_runs: Option<u32>,
     /// Work directory for images, mount points and caches (overrides the file).
     #[arg(long)]
-    workdir: Option<PathBuf>,
+    pub(crate) workdir: Option<PathBuf>,
     #[command(flatten)]
-    db: DbArg,
+    pub(crate) db: DbArg,
     /// Output format of the result on stdout.
     #[arg(long, value_parser = super::formats(&[Format::Text, Format::Json]), default_value = "text")]
-    format: Format,
+    pub(crate) format: Format,
     /// Same as `--format json`.
     #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    pub(crate) json: bool,
 }
 
 /// Exit status when good vs bad shows no regression to bisect.

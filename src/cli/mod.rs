@@ -153,7 +153,7 @@ enum Command {
     /// Find which differing setting between a good and a bad variant carries a regression (ddmin).
     BisectOptions(bisect::BisectArgs),
     /// Find which kernel config options between a good and a bad variant built from one source carry a regression (ddmin, a kernel built per step).
-    BisectKconfig(bisect_kconfig::BisectKconfigArgs),
+    BisectKconfig(bisect::BisectArgs),
     /// Find the first commit of a source tree that brought a regression (git bisect with a statistical oracle).
     BisectCommits(bisect_commits::BisectCommitsArgs),
     /// Runs per variant needed to detect a change, from the noise of earlier results (or a pilot).
