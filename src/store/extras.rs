@@ -1,24 +1,18 @@
-//! Per-run extras: JSON documents by kind (block-trace summary,
-//! filesystem-internal snapshots and their delta, notes), in `run_extras`,
-//! so new monitors need no new tables.
+//! Per-run extras: JSON documents by key in `run_extras`: what the run's
+//! monitors stored (block-trace summary, filesystem-internal snapshots and
+//! their delta, the media model's account, each under its monitor's keys),
+//! then the run's notes and place. The store knows no monitor, so a new
+//! monitor needs no new table and no code here.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::sql::{int, params, Sql, Value};
 use super::Store;
-use crate::record::{
-    RunRecord, EXTRA_BLOCKTRACE, EXTRA_FS_AFTER, EXTRA_FS_BEFORE, EXTRA_FS_DELTA, EXTRA_NOTES, EXTRA_PLACE,
-};
+use crate::record::{RunRecord, EXTRA_NOTES, EXTRA_PLACE};
 
 /// The extras of `run` in the order they are stored.
 pub(super) fn extras_of(run: &RunRecord) -> Vec<(String, serde_json::Value)> {
-    let mut out = Vec::new();
-    if let Some(bt) = &run.blocktrace {
-        out.push((EXTRA_BLOCKTRACE.to_string(), bt.clone()));
-    }
-    for (kind, v) in &run.fs_snapshots {
-        out.push((kind.clone(), v.clone()));
-    }
+    let mut out = run.extras.clone();
     if !run.notes.is_empty() {
         out.push((EXTRA_NOTES.to_string(), serde_json::Value::from(run.notes.clone())));
     }
@@ -28,19 +22,18 @@ pub(super) fn extras_of(run: &RunRecord) -> Vec<(String, serde_json::Value)> {
     out
 }
 
-/// The inverse of [`extras_of`]: sorts stored extras back into `record`.
+/// The inverse of [`extras_of`]: sorts stored extras back into `record`
+/// (notes and place into their fields, the rest to the monitors' extras).
 pub(super) fn record_extras(record: &mut RunRecord, extras: &[(String, serde_json::Value)]) -> Result<()> {
     for (kind, v) in extras {
         match kind.as_str() {
-            EXTRA_BLOCKTRACE => record.blocktrace = Some(v.clone()),
             EXTRA_NOTES => {
                 record.notes = serde_json::from_value(v.clone()).context("the notes extra is not a list of strings")?
             }
             EXTRA_PLACE => {
                 record.place = Some(serde_json::from_value(v.clone()).context("the place extra is not a run place")?)
             }
-            EXTRA_FS_BEFORE | EXTRA_FS_AFTER | EXTRA_FS_DELTA => record.fs_snapshots.push((kind.clone(), v.clone())),
-            other => bail!("extra kind {other:?} has no place in a run record"),
+            _ => record.extras.push((kind.clone(), v.clone())),
         }
     }
     Ok(())
@@ -110,7 +103,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{RunStatus, EXTRA_FS_BEFORE};
+    use crate::record::RunStatus;
     use crate::store::NewExperiment;
 
     fn exp() -> NewExperiment {
@@ -134,8 +127,10 @@ mod tests {
             let e = store.create_experiment(&exp()).unwrap();
             let run = RunRecord {
                 status: Some(RunStatus::Ok),
-                blocktrace: Some(serde_json::json!({"enabled": false, "reason": "no tracefs"})),
-                fs_snapshots: vec![(EXTRA_FS_BEFORE.into(), serde_json::json!({"fstype": "ext4"}))],
+                extras: vec![
+                    ("blocktrace".into(), serde_json::json!({"enabled": false, "reason": "no tracefs"})),
+                    ("fs_before".into(), serde_json::json!({"fstype": "ext4"})),
+                ],
                 notes: vec!["fs_after: boom".into()],
                 ..RunRecord::default()
             };
