@@ -60,6 +60,7 @@ monitors! {
     fs_internals::FsInternals,
     sampler::Sampler,
     blocktrace::BlockTrace,
+    media::Media,
 }
 
 /// Start every monitor; failures become notes in `record`.
