@@ -130,6 +130,8 @@ mod tests {
                 extras: vec![
                     ("blocktrace".into(), serde_json::json!({"enabled": false, "reason": "no tracefs"})),
                     ("fs_before".into(), serde_json::json!({"fstype": "ext4"})),
+                    // A key no code here names: the store keeps any monitor's.
+                    ("a_new_monitor".into(), serde_json::json!({"seen": [1, 2]})),
                 ],
                 notes: vec!["fs_after: boom".into()],
                 ..RunRecord::default()
@@ -137,9 +139,16 @@ mod tests {
             let id = store.record_run(e, &run).unwrap();
             let got = store.run_extras(id).unwrap();
             let kinds: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
-            assert_eq!(kinds, ["blocktrace", "fs_before", "notes"]);
+            assert_eq!(kinds, ["blocktrace", "fs_before", "a_new_monitor", "notes"]);
             assert_eq!(got[0].1["reason"], "no tracefs");
-            assert_eq!(got[2].1, serde_json::json!(["fs_after: boom"]));
+            assert_eq!(got[3].1, serde_json::json!(["fs_after: boom"]));
+            // Read back into the record: the monitors' extras in order, typed on request.
+            let back = store.run_record(id).unwrap();
+            assert_eq!(back.extras, run.extras);
+            assert_eq!(back.notes, run.notes);
+            let seen: serde_json::Value = back.extra("a_new_monitor").unwrap().unwrap();
+            assert_eq!(seen["seen"][1], 2);
+            assert!(back.extra::<Vec<u8>>("fs_before").unwrap().is_err(), "a wrong type is an error");
 
             // Replacing a failed run replaces its extras too.
             let failed = RunRecord { seq: 1, status: Some(RunStatus::Failed), ..run.clone() };
@@ -148,7 +157,7 @@ mod tests {
             let f2 = store.record_run(e, &retry).unwrap();
             assert!(store.run_extras(f1).unwrap().is_empty());
             assert!(store.run_extras(f2).unwrap().is_empty());
-            assert_eq!(store.run_extras(id).unwrap().len(), 3);
+            assert_eq!(store.run_extras(id).unwrap().len(), 4);
         }
     }
 }
