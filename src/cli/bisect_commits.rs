@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use comfy_table::{presets::NOTHING, Cell, CellAlignment, Table};
 
@@ -17,7 +17,6 @@ use fslab::human;
 use fslab::output;
 use fslab::report::{render_plain, Format};
 use fslab::runner::{progress::Console, RunOptions};
-use fslab::store::Store;
 
 #[derive(Args, Debug)]
 #[command(after_help = "Exit status: 0 first bad commit found; 1 only a range (skipped or undecided commits) \
@@ -75,7 +74,7 @@ pub struct BisectCommitsArgs {
 
 pub fn bisect_commits_cmd(args: BisectCommitsArgs) -> Result<ExitCode> {
     fslab::sys::signals::install()?;
-    let mut store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let mut store = args.db.open()?;
     let cfg = CommitBisectConfig {
         repo: args.repo,
         good: args.good,
