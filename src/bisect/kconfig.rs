@@ -179,7 +179,7 @@ pub fn step_request(k: &Kconfig, good: &BuildRequest, chosen: &[&Candidate]) -> 
 
 /// One step: its trial and its kernel.
 #[derive(Clone, Debug, Serialize)]
-pub struct Step {
+pub struct KconfigStep {
     pub trial: Trial,
     /// `make kernelrelease` and the image's cache key (empty when the config was rejected).
     pub kernel: String,
@@ -202,7 +202,7 @@ pub struct KconfigReport {
     pub all_candidates_give_bad_config: bool,
     pub culprits: Vec<Candidate>,
     /// Every step in the order asked, the confirmation first.
-    pub steps: Vec<Step>,
+    pub steps: Vec<KconfigStep>,
     /// Steps answered from their stored experiment.
     pub stored_steps: usize,
     pub kernels_built: usize,
@@ -345,7 +345,7 @@ pub fn bisect_kconfig(
         .into_iter()
         .map(|trial| {
             let b = builds.iter().find(|b| b.set == trial.set);
-            Step {
+            KconfigStep {
                 kernel: b.map(|b| b.kernel.clone()).unwrap_or_default(),
                 built: b.is_some_and(|b| b.built),
                 build_s: b.map_or(0.0, |b| b.build_s),

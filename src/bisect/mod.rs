@@ -24,7 +24,7 @@ use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 
 pub use ddmin::Outcome;
-pub use diff::{Change, ChangeKind};
+pub use diff::{Change, SettingKind};
 pub use oracle::{Bisection, MetricRef, Trial};
 
 use crate::experiment::{Experiment, Repetitions, VariantConfig};

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::Instant;
 
-use fslab::bisect::{self, BisectConfig, ChangeKind, Outcome, Status};
+use fslab::bisect::{self, BisectConfig, Outcome, SettingKind, Status};
 use fslab::experiment;
 use fslab::runner::{RunOptions, Silent};
 use fslab::store::Store;
@@ -72,7 +72,7 @@ command = "dd if=/dev/zero of=f bs=1M count=16 conv=fsync status=none"
     assert_eq!(report.changes.len(), 3, "{:?}", report.changes);
     assert_eq!(report.search.status, Status::Found, "{text}");
     assert_eq!(report.culprits.len(), 1, "{text}");
-    assert_eq!(report.culprits[0].kind, ChangeKind::Throttle);
+    assert_eq!(report.culprits[0].kind, SettingKind::Throttle);
     assert_eq!(report.culprits[0].key, "write_bps");
     assert!(text.contains("throttle.write_bps"), "{text}");
 
@@ -126,7 +126,7 @@ fn timing_size_is_found_among_tmpfs_differences() {
     assert_eq!(report.changes.len(), 3, "{text}");
     assert_eq!(report.search.status, Status::Found, "{text}");
     assert_eq!(report.culprits.len(), 1, "{text}");
-    assert_eq!(report.culprits[0].kind, ChangeKind::Size, "{text}");
+    assert_eq!(report.culprits[0].kind, SettingKind::Size, "{text}");
     assert_eq!(store.list_experiments().unwrap().len(), report.search.oracle_calls);
 }
 
