@@ -68,7 +68,7 @@ pub struct CommitBisectConfig {
 /// How the bisection ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum BisectStatus {
+pub enum CommitBisectStatus {
     /// One first bad commit.
     Found,
     /// Skipped or undecided commits leave several candidates.
@@ -110,7 +110,7 @@ impl Decision {
 
 /// The evidence of one step.
 #[derive(Clone, Debug, Serialize)]
-pub struct Step {
+pub struct CommitStep {
     pub commit: CommitRef,
     /// `ok`, `failed (exit N)`, `skip (exit 125)`, or `not needed (stored runs)`.
     pub build: String,
@@ -160,12 +160,12 @@ pub struct CommitBisectReport {
     pub metric: MetricRef,
     pub variant: String,
     pub higher_is_better: bool,
-    pub status: BisectStatus,
+    pub status: CommitBisectStatus,
     pub first_bad: Option<CommitRef>,
-    /// With [`BisectStatus::Range`]: every commit that could be the first bad one.
+    /// With [`CommitBisectStatus::Range`]: every commit that could be the first bad one.
     pub candidates: Vec<CommitRef>,
     pub ends: EndsCheck,
-    pub steps: Vec<Step>,
+    pub steps: Vec<CommitStep>,
     /// Runs done by this invocation, and runs found stored.
     pub runs_done: usize,
     pub runs_reused: usize,
@@ -551,7 +551,7 @@ pub fn bisect_commits(
         metric: metric.clone(),
         variant,
         higher_is_better: b.higher_is_better.unwrap_or(false),
-        status: BisectStatus::NotWorse,
+        status: CommitBisectStatus::NotWorse,
         first_bad: None,
         candidates: Vec::new(),
         ends,
@@ -637,7 +637,7 @@ pub fn bisect_commits(
             }
         }
         let decision = decision.unwrap_or(Decision::Undecided);
-        report.steps.push(Step {
+        report.steps.push(CommitStep {
             commit,
             build: build_text,
             runs: cand.values.len(),
@@ -668,9 +668,9 @@ pub fn bisect_commits(
     if let Some(line) = out.lines().find(|l| l.contains("is the first bad commit")) {
         let sha = line.split_whitespace().next().unwrap_or_default().to_string();
         report.first_bad = Some(commit_ref(&repo, &sha)?);
-        report.status = BisectStatus::Found;
+        report.status = CommitBisectStatus::Found;
     } else {
-        report.status = BisectStatus::Range;
+        report.status = CommitBisectStatus::Range;
         for line in out.lines() {
             let word = line.split_whitespace().next().unwrap_or_default();
             if word.len() == 40 && word.bytes().all(|c| c.is_ascii_hexdigit()) {

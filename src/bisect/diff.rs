@@ -30,7 +30,7 @@ use crate::units::Bytes;
 /// Which setting a change touches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ChangeKind {
+pub enum SettingKind {
     MountOption,
     Mkfs,
     Sysfs,
@@ -43,7 +43,7 @@ pub enum ChangeKind {
 /// One atomic difference: `key` goes from `good` to `bad` (None = absent).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Change {
-    pub kind: ChangeKind,
+    pub kind: SettingKind,
     /// Mount option name, mkfs flag, sysfs tunable, throttle field; for
     /// read_ahead_kb, scheduler and size the setting's name.
     pub key: String,
@@ -57,7 +57,7 @@ pub struct Change {
 }
 
 impl Change {
-    fn new(kind: ChangeKind, key: &str, good: Option<String>, bad: Option<String>) -> Change {
+    fn new(kind: SettingKind, key: &str, good: Option<String>, bad: Option<String>) -> Change {
         Change { kind, key: key.to_string(), good, bad, bad_tokens: Vec::new() }
     }
 
@@ -65,15 +65,15 @@ impl Change {
     pub fn label(&self) -> String {
         let side = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
         let prefix = match self.kind {
-            ChangeKind::MountOption => "mount",
-            ChangeKind::Mkfs => "mkfs",
-            ChangeKind::Sysfs => "sysfs",
-            ChangeKind::Throttle => "throttle",
-            ChangeKind::ReadAheadKb | ChangeKind::Scheduler | ChangeKind::Size => {
+            SettingKind::MountOption => "mount",
+            SettingKind::Mkfs => "mkfs",
+            SettingKind::Sysfs => "sysfs",
+            SettingKind::Throttle => "throttle",
+            SettingKind::ReadAheadKb | SettingKind::Scheduler | SettingKind::Size => {
                 return format!("{}: {} → {}", self.key, side(&self.good), side(&self.bad))
             }
         };
-        let tokens = matches!(self.kind, ChangeKind::MountOption | ChangeKind::Mkfs);
+        let tokens = matches!(self.kind, SettingKind::MountOption | SettingKind::Mkfs);
         match (&self.good, &self.bad) {
             (None, Some(b)) if tokens => format!("{prefix} +{b}"),
             (Some(g), None) if tokens => format!("{prefix} -{g}"),
@@ -107,7 +107,7 @@ pub fn mkfs_groups(args: &[String]) -> Vec<(String, Vec<String>)> {
     groups
 }
 
-fn keyed_changes(kind: ChangeKind, good: &[(String, Vec<String>)], bad: &[(String, Vec<String>)]) -> Vec<Change> {
+fn keyed_changes(kind: SettingKind, good: &[(String, Vec<String>)], bad: &[(String, Vec<String>)]) -> Vec<Change> {
     let mut keys: Vec<&String> = good.iter().map(|(k, _)| k).collect();
     for (k, _) in bad {
         if !keys.contains(&k) {
@@ -154,14 +154,14 @@ pub fn split(good: &VariantConfig, bad: &VariantConfig) -> Result<Vec<Change>> {
     let mut out = Vec::new();
     let single = |m: Vec<(String, String)>| m.into_iter().map(|(k, t)| (k, vec![t])).collect::<Vec<_>>();
     out.extend(keyed_changes(
-        ChangeKind::MountOption,
+        SettingKind::MountOption,
         &single(mount_tokens(&good.testbed.mount)),
         &single(mount_tokens(&bad.testbed.mount)),
     ));
-    out.extend(keyed_changes(ChangeKind::Mkfs, &mkfs_groups(&good.testbed.mkfs), &mkfs_groups(&bad.testbed.mkfs)));
+    out.extend(keyed_changes(SettingKind::Mkfs, &mkfs_groups(&good.testbed.mkfs), &mkfs_groups(&bad.testbed.mkfs)));
     let sysfs =
         |v: &VariantConfig| v.testbed.sysfs.iter().map(|(k, x)| (k.clone(), vec![x.clone()])).collect::<Vec<_>>();
-    out.extend(keyed_changes(ChangeKind::Sysfs, &sysfs(good), &sysfs(bad)));
+    out.extend(keyed_changes(SettingKind::Sysfs, &sysfs(good), &sysfs(bad)));
     let (gt, bt) = (&good.testbed.throttle, &bad.testbed.throttle);
     for (key, g, b) in [
         ("read_bps", opt(&gt.read_bps), opt(&bt.read_bps)),
@@ -170,12 +170,12 @@ pub fn split(good: &VariantConfig, bad: &VariantConfig) -> Result<Vec<Change>> {
         ("write_iops", opt(&gt.write_iops), opt(&bt.write_iops)),
     ] {
         if g != b {
-            out.push(Change::new(ChangeKind::Throttle, key, g, b));
+            out.push(Change::new(SettingKind::Throttle, key, g, b));
         }
     }
     if good.testbed.read_ahead_kb != bad.testbed.read_ahead_kb {
         out.push(Change::new(
-            ChangeKind::ReadAheadKb,
+            SettingKind::ReadAheadKb,
             "read_ahead_kb",
             opt(&good.testbed.read_ahead_kb),
             opt(&bad.testbed.read_ahead_kb),
@@ -183,7 +183,7 @@ pub fn split(good: &VariantConfig, bad: &VariantConfig) -> Result<Vec<Change>> {
     }
     if good.testbed.scheduler != bad.testbed.scheduler {
         out.push(Change::new(
-            ChangeKind::Scheduler,
+            SettingKind::Scheduler,
             "scheduler",
             good.testbed.scheduler.clone(),
             bad.testbed.scheduler.clone(),
@@ -191,7 +191,7 @@ pub fn split(good: &VariantConfig, bad: &VariantConfig) -> Result<Vec<Change>> {
     }
     if good.testbed.size != bad.testbed.size {
         out.push(Change::new(
-            ChangeKind::Size,
+            SettingKind::Size,
             "size",
             Some(good.testbed.size.to_string()),
             Some(bad.testbed.size.to_string()),
@@ -218,9 +218,9 @@ pub fn apply(good: &VariantConfig, bad: &VariantConfig, changes: &[&Change], nam
     let mut mkfs = mkfs_groups(&good.testbed.mkfs);
     for c in changes {
         match c.kind {
-            ChangeKind::MountOption => set_keyed(&mut mount, c),
-            ChangeKind::Mkfs => set_keyed(&mut mkfs, c),
-            ChangeKind::Sysfs => {
+            SettingKind::MountOption => set_keyed(&mut mount, c),
+            SettingKind::Mkfs => set_keyed(&mut mkfs, c),
+            SettingKind::Sysfs => {
                 let pos = v.testbed.sysfs.iter().position(|(k, _)| *k == c.key);
                 match (pos, &c.bad) {
                     (Some(i), Some(b)) => v.testbed.sysfs[i].1 = b.clone(),
@@ -229,15 +229,15 @@ pub fn apply(good: &VariantConfig, bad: &VariantConfig, changes: &[&Change], nam
                     (None, None) => {}
                 }
             }
-            ChangeKind::Throttle => match c.key.as_str() {
+            SettingKind::Throttle => match c.key.as_str() {
                 "read_bps" => v.testbed.throttle.read_bps = bad.testbed.throttle.read_bps,
                 "write_bps" => v.testbed.throttle.write_bps = bad.testbed.throttle.write_bps,
                 "read_iops" => v.testbed.throttle.read_iops = bad.testbed.throttle.read_iops,
                 _ => v.testbed.throttle.write_iops = bad.testbed.throttle.write_iops,
             },
-            ChangeKind::ReadAheadKb => v.testbed.read_ahead_kb = bad.testbed.read_ahead_kb,
-            ChangeKind::Scheduler => v.testbed.scheduler = bad.testbed.scheduler.clone(),
-            ChangeKind::Size => v.testbed.size = Bytes(bad.testbed.size.0),
+            SettingKind::ReadAheadKb => v.testbed.read_ahead_kb = bad.testbed.read_ahead_kb,
+            SettingKind::Scheduler => v.testbed.scheduler = bad.testbed.scheduler.clone(),
+            SettingKind::Size => v.testbed.size = Bytes(bad.testbed.size.0),
         }
     }
     v.testbed.mount = mount.into_iter().flat_map(|(_, t)| t).collect::<Vec<_>>().join(",");
@@ -288,21 +288,21 @@ mod tests {
         bad.testbed.scheduler = Some("none".into());
 
         let changes = split(&good, &bad).unwrap();
-        let described: Vec<(ChangeKind, &str)> = changes.iter().map(|c| (c.kind, c.key.as_str())).collect();
+        let described: Vec<(SettingKind, &str)> = changes.iter().map(|c| (c.kind, c.key.as_str())).collect();
         assert_eq!(
             described,
             [
-                (ChangeKind::MountOption, "relatime"),
-                (ChangeKind::MountOption, "commit"),
-                (ChangeKind::MountOption, "noatime"),
-                (ChangeKind::Mkfs, "-E"),
-                (ChangeKind::Mkfs, "-I"),
-                (ChangeKind::Sysfs, "mb_max_to_scan"),
-                (ChangeKind::Sysfs, "mb_stats"),
-                (ChangeKind::Throttle, "write_bps"),
-                (ChangeKind::Throttle, "write_iops"),
-                (ChangeKind::ReadAheadKb, "read_ahead_kb"),
-                (ChangeKind::Scheduler, "scheduler"),
+                (SettingKind::MountOption, "relatime"),
+                (SettingKind::MountOption, "commit"),
+                (SettingKind::MountOption, "noatime"),
+                (SettingKind::Mkfs, "-E"),
+                (SettingKind::Mkfs, "-I"),
+                (SettingKind::Sysfs, "mb_max_to_scan"),
+                (SettingKind::Sysfs, "mb_stats"),
+                (SettingKind::Throttle, "write_bps"),
+                (SettingKind::Throttle, "write_iops"),
+                (SettingKind::ReadAheadKb, "read_ahead_kb"),
+                (SettingKind::Scheduler, "scheduler"),
             ]
         );
         assert_eq!(changes[3].good.as_deref(), Some("-E lazy_itable_init=0"));

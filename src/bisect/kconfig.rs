@@ -24,21 +24,22 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::fmt::Write;
 use std::rc::Rc;
 use std::time::Instant;
 
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use super::ddmin::{self, Outcome};
-use super::oracle::{self, MetricRef, Trial};
-use super::{trial_line, Status};
-use crate::experiment::{Experiment, KernelSpec, Repetitions, VariantConfig};
+use super::ddmin::Outcome;
+use super::oracle::{self, Bisection, Trial};
+use super::{search, trial_line, BisectConfig, Report, Search, Status};
+use crate::experiment::{Experiment, KernelSpec, VariantConfig};
 use crate::inspect::kconfig_notes::{self, Area};
 use crate::kernel::build::{self as kbuild, BuildRequest, KernelBuild, SetRejected};
 use crate::kernel::kconfig::{self, Kconfig};
 use crate::kernel::KernelSource;
-use crate::runner::{Observer, RunOptions};
+use crate::runner::Observer;
 use crate::store::Store;
 
 /// The performance-relevant group of `symbol`: its area in the one list
@@ -176,20 +177,9 @@ pub fn step_request(k: &Kconfig, good: &BuildRequest, chosen: &[&Candidate]) -> 
     req
 }
 
-/// What to bisect and how.
-#[derive(Clone, Debug)]
-pub struct KconfigBisectConfig {
-    pub good: String,
-    pub bad: String,
-    pub metric: MetricRef,
-    /// Adaptive repetitions `(min, max)` per step; None: from the file.
-    pub repetitions: Option<(u32, u32)>,
-    pub run_options: RunOptions,
-}
-
 /// One step: its trial and its kernel.
 #[derive(Clone, Debug, Serialize)]
-pub struct Step {
+pub struct KconfigStep {
     pub trial: Trial,
     /// `make kernelrelease` and the image's cache key (empty when the config was rejected).
     pub kernel: String,
@@ -202,29 +192,17 @@ pub struct Step {
 /// Everything `bisect-kconfig` found.
 #[derive(Clone, Debug, Serialize)]
 pub struct KconfigReport {
-    pub experiment: String,
-    pub good: String,
-    pub bad: String,
-    pub metric: MetricRef,
-    pub repetitions: Repetitions,
+    #[serde(flatten)]
+    pub search: Search,
     /// `debian:5.10 (5.10.262)`.
     pub source: String,
-    pub status: Status,
     pub candidates: Vec<Candidate>,
     pub ignored: Vec<Ignored>,
     /// Does good + every candidate give bad's final config exactly?
     pub all_candidates_give_bad_config: bool,
-    /// Good + every candidate against good.
-    pub confirmation: Trial,
-    pub culprit_set: Vec<usize>,
     pub culprits: Vec<Candidate>,
-    pub proof: Option<Trial>,
-    /// Culprits minus one each (none regressed).
-    pub minimality: Vec<Trial>,
     /// Every step in the order asked, the confirmation first.
-    pub steps: Vec<Step>,
-    pub oracle_calls: usize,
-    pub cache_hits: usize,
+    pub steps: Vec<KconfigStep>,
     /// Steps answered from their stored experiment.
     pub stored_steps: usize,
     pub kernels_built: usize,
@@ -259,25 +237,12 @@ fn built_kernel<'a>(v: &'a VariantConfig, flag: &str) -> Result<&'a KernelBuild>
 /// Bisect the kernel config options between `cfg.good` and `cfg.bad`.
 pub fn bisect_kconfig(
     exp: &Experiment,
-    cfg: &KconfigBisectConfig,
+    cfg: &BisectConfig,
     store: &mut Store,
     observer: &mut dyn Observer,
 ) -> Result<KconfigReport> {
     let started = Instant::now();
-    let find = |name: &str, flag: &str| {
-        exp.variant(name).cloned().ok_or_else(|| {
-            let names: Vec<&str> = exp.variants.iter().map(|v| v.name.as_str()).collect();
-            crate::exit::usage(anyhow::anyhow!(
-                "{flag} {name}: no variant has that name (variants: {})",
-                names.join(", ")
-            ))
-        })
-    };
-    let good = find(&cfg.good, "--good")?;
-    let bad = find(&cfg.bad, "--bad")?;
-    if good.name == bad.name {
-        return Err(crate::exit::usage(anyhow::anyhow!("--good and --bad name the same variant `{}`", good.name)));
-    }
+    let (good, bad) = cfg.ends(exp)?;
     let (gb, bb) = (built_kernel(&good, "--good")?.clone(), built_kernel(&bad, "--bad")?.clone());
     if gb.tree_key != bb.tree_key {
         return Err(crate::exit::usage(anyhow::anyhow!(
@@ -320,17 +285,6 @@ pub fn bisect_kconfig(
             ignored.iter().map(|i| i.count).sum::<usize>()
         )));
     }
-    let repetitions = match (cfg.repetitions, exp.repetitions) {
-        (Some((min, max)), _) => Repetitions::Adaptive { min, max },
-        (None, Repetitions::Adaptive { min, max }) => Repetitions::Adaptive { min, max },
-        (None, Repetitions::Fixed(n)) => Repetitions::Adaptive { min: n, max: 2 * n },
-    };
-    if let Repetitions::Adaptive { min, max } = repetitions {
-        if min < 2 || max < min {
-            bail!("repetitions {{ min = {min}, max = {max} }}: need 2 <= min <= max");
-        }
-    }
-
     // A step's kernel: prepared (olddefconfig, read back), then built or found.
     let builds: Rc<RefCell<Vec<StepKernel>>> = Rc::default();
     let make: oracle::MakeCandidate = {
@@ -368,42 +322,17 @@ pub fn bisect_kconfig(
             Ok(Ok(v))
         })
     };
-    let mut oracle = oracle::Oracle {
-        command: "bisect-kconfig",
-        base: exp,
-        good: good.clone(),
-        labels: cands.iter().map(Candidate::label).collect(),
-        make,
-        metric: cfg.metric.clone(),
-        repetitions,
-        store,
-        options: cfg.run_options.clone(),
-        observer,
-        reuse_stored: true,
-        trials: Vec::new(),
-    };
-    let all: Vec<usize> = (0..cands.len()).collect();
-    oracle.test(&all)?;
-    let confirmation = oracle.trials.last().cloned().expect("the confirmation step");
+    let labels = cands.iter().map(Candidate::label).collect();
+    let oracle = oracle::Oracle::new(Bisection::Kconfig, exp, cfg, good, labels, make, store, observer)?;
+    let (search, trials) = search(exp, cfg, oracle, None)?;
     let mut report = KconfigReport {
-        experiment: exp.name.clone(),
-        good: cfg.good.clone(),
-        bad: cfg.bad.clone(),
-        metric: cfg.metric.clone(),
-        repetitions,
         source: format!("{} ({})", gb.source, gb.version),
-        status: Status::NotReproduced,
-        candidates: cands.clone(),
+        culprits: search.culprit_set.iter().map(|&i| cands[i].clone()).collect(),
+        search,
+        candidates: cands,
         ignored,
         all_candidates_give_bad_config: builds.borrow().first().is_some_and(|b| b.config_sha256 == bb.config_sha256),
-        confirmation: confirmation.clone(),
-        culprit_set: Vec::new(),
-        culprits: Vec::new(),
-        proof: None,
-        minimality: Vec::new(),
         steps: Vec::new(),
-        oracle_calls: 1,
-        cache_hits: 0,
         stored_steps: 0,
         kernels_built: 0,
         build_s: 0.0,
@@ -411,30 +340,12 @@ pub fn bisect_kconfig(
         new_runs: 0,
         elapsed_s: 0.0,
     };
-    if confirmation.outcome == Outcome::Fail {
-        let mut cached = ddmin::Cached::new(|set: &[usize]| oracle.test(set));
-        let culprit_set = ddmin::ddmin(cands.len(), &mut cached)?;
-        report.oracle_calls += cached.calls;
-        report.cache_hits = cached.hits;
-        drop(cached);
-        report.status = Status::Found;
-        report.culprits = culprit_set.iter().map(|&i| cands[i].clone()).collect();
-        report.proof = oracle.trials.iter().find(|t| t.set == culprit_set).cloned();
-        report.minimality = oracle
-            .trials
-            .iter()
-            .filter(|t| t.set.len() + 1 == culprit_set.len() && t.set.iter().all(|i| culprit_set.contains(i)))
-            .cloned()
-            .collect();
-        report.culprit_set = culprit_set;
-    }
     let builds = builds.borrow();
-    report.steps = oracle
-        .trials
+    report.steps = trials
         .into_iter()
         .map(|trial| {
             let b = builds.iter().find(|b| b.set == trial.set);
-            Step {
+            KconfigStep {
                 kernel: b.map(|b| b.kernel.clone()).unwrap_or_default(),
                 built: b.is_some_and(|b| b.built),
                 build_s: b.map_or(0.0, |b| b.build_s),
@@ -452,85 +363,87 @@ pub fn bisect_kconfig(
     Ok(report)
 }
 
+impl Report for KconfigReport {
+    fn search(&self) -> &Search {
+        &self.search
+    }
+    fn render_text(&self) -> String {
+        render_text(self)
+    }
+}
+
 /// The report for a terminal.
 pub fn render_text(r: &KconfigReport) -> String {
+    let s = &r.search;
     let mut out = String::new();
-    let mut push = |s: String| {
-        out.push_str(&s);
-        out.push('\n');
-    };
-    push(format!(
+    let _ = writeln!(
+        out,
         "bisect-kconfig {}: `{}` (good) vs `{}` (bad) on {}, kernel {}",
-        r.experiment, r.good, r.bad, r.metric, r.source
-    ));
-    push(format!("{} candidates:", r.candidates.len()));
+        s.experiment, s.good, s.bad, s.metric, r.source
+    );
+    let _ = writeln!(out, "{} candidates:", r.candidates.len());
     for (i, c) in r.candidates.iter().enumerate() {
-        push(format!("  [{i}] {}  ({})", c.label(), c.why));
+        let _ = writeln!(out, "  [{i}] {}  ({})", c.label(), c.why);
     }
     let ignored: usize = r.ignored.iter().map(|i| i.count).sum();
-    push(format!("{ignored} other differences ignored:"));
+    let _ = writeln!(out, "{ignored} other differences ignored:");
     for i in &r.ignored {
-        push(format!("  {} {} (e.g. {})", i.count, i.reason, i.examples.join(", ")));
+        let _ = writeln!(out, "  {} {} (e.g. {})", i.count, i.reason, i.examples.join(", "));
     }
     if !r.all_candidates_give_bad_config {
-        push(format!(
+        let _ = writeln!(
+            out,
             "note: `{}` + every candidate is not `{}`'s config exactly (ignored differences remain)",
-            r.good, r.bad
-        ));
+            s.good, s.bad
+        );
     }
-    match r.status {
-        Status::NotReproduced => push(format!(
-            "\nno regression to bisect: `{}` + every candidate vs `{}` on {} is {} (experiment {}, {} runs)",
-            r.good,
-            r.good,
-            r.metric,
-            r.confirmation.verdict.map_or("without a verdict".to_string(), |v| v.to_string()),
-            r.confirmation.experiment_id,
-            r.confirmation.runs()
-        )),
-        Status::Found => {
-            push(format!(
-                "\nsmallest option set that carries the regression{}:",
-                if r.culprits.len() == 1 { "" } else { " (all needed together)" }
-            ));
-            for c in &r.culprits {
-                push(format!("  {}", c.label()));
-            }
-            if let Some(p) = &r.proof {
-                push(format!("proof:       {}", trial_line(p)));
-            }
-            for t in &r.minimality {
-                push(format!("without one: {}", trial_line(t)));
-            }
+    match s.status {
+        Status::NotReproduced => {
+            let _ = writeln!(
+                out,
+                "\nno regression to bisect: `{}` + every candidate vs `{}` on {} is {} (experiment {}, {} runs)",
+                s.good,
+                s.good,
+                s.metric,
+                s.confirmation_verdict(),
+                s.confirmation.experiment_id,
+                s.confirmation.runs()
+            );
         }
+        Status::Found => s.render_found(
+            &mut out,
+            "smallest option set that carries the regression",
+            r.culprits.iter().map(Candidate::label),
+        ),
     }
-    push("\nsteps (options added to good; verdict, effect [CI], runs; kernel):".to_string());
-    for (n, s) in r.steps.iter().enumerate() {
-        let what = if n == 0 { "confirm".to_string() } else { format!("{:?}", s.trial.outcome).to_lowercase() };
-        let kernel = match (&s.trial.note, s.kernel.is_empty()) {
+    let _ = writeln!(out, "\nsteps (options added to good; verdict, effect [CI], runs; kernel):");
+    for (n, step) in r.steps.iter().enumerate() {
+        let what = if n == 0 { "confirm".to_string() } else { format!("{:?}", step.trial.outcome).to_lowercase() };
+        let kernel = match (&step.trial.note, step.kernel.is_empty()) {
             (Some(note), true) => note.clone(),
             (_, true) => String::new(),
             (note, false) => format!(
                 "kernel {}, {}{}",
-                s.kernel,
-                if s.built { format!("built in {:.0} s", s.build_s) } else { "cached".to_string() },
+                step.kernel,
+                if step.built { format!("built in {:.0} s", step.build_s) } else { "cached".to_string() },
                 note.as_ref().map(|n| format!(", {n}")).unwrap_or_default()
             ),
         };
-        push(format!("  {what:<10} {}\n             {kernel}", trial_line(&s.trial)));
+        let _ = writeln!(out, "  {what:<10} {}\n             {kernel}", trial_line(&step.trial));
     }
-    push(format!(
+    let _ = writeln!(
+        out,
         "\n{} steps ({} answered by ddmin's cache, {} from stored experiments, {} unresolved), {} kernels built in \
          {:.0} s, {} new runs, {:.0} s",
-        r.oracle_calls,
-        r.cache_hits,
+        s.oracle_calls,
+        s.cache_hits,
         r.stored_steps,
         r.unresolved_steps,
         r.kernels_built,
         r.build_s,
         r.new_runs,
         r.elapsed_s
-    ));
+    );
     out
 }
 

@@ -18,18 +18,20 @@ pub mod diff;
 pub mod kconfig;
 pub mod oracle;
 
-use anyhow::{bail, Result};
+use std::fmt::Write;
+
+use anyhow::{anyhow, bail, Result};
 use serde::Serialize;
 
 pub use ddmin::Outcome;
-pub use diff::{Change, ChangeKind};
-pub use oracle::{MetricRef, Trial};
+pub use diff::{Change, SettingKind};
+pub use oracle::{Bisection, MetricRef, Trial};
 
-use crate::experiment::{Experiment, Repetitions};
+use crate::experiment::{Experiment, Repetitions, VariantConfig};
 use crate::runner::{Observer, RunOptions};
 use crate::store::Store;
 
-/// What to bisect and how.
+/// What to bisect and how: `bisect-options` and `bisect-kconfig` alike.
 #[derive(Clone, Debug)]
 pub struct BisectConfig {
     pub good: String,
@@ -39,6 +41,36 @@ pub struct BisectConfig {
     /// (`{min, max}` as written; a fixed `n` becomes `{n, 2n}`).
     pub repetitions: Option<(u32, u32)>,
     pub run_options: RunOptions,
+}
+
+impl BisectConfig {
+    /// The good and the bad variant of `exp`, two different ones (else a
+    /// usage error).
+    pub fn ends(&self, exp: &Experiment) -> Result<(VariantConfig, VariantConfig)> {
+        let find = |name: &str, flag: &str| {
+            exp.variant(name).cloned().ok_or_else(|| {
+                let names: Vec<&str> = exp.variants.iter().map(|v| v.name.as_str()).collect();
+                crate::exit::usage(anyhow!("{flag} {name}: no variant has that name (variants: {})", names.join(", ")))
+            })
+        };
+        let (good, bad) = (find(&self.good, "--good")?, find(&self.bad, "--bad")?);
+        if good.name == bad.name {
+            return Err(crate::exit::usage(anyhow!("--good and --bad name the same variant `{}`", good.name)));
+        }
+        Ok((good, bad))
+    }
+
+    /// Each trial's adaptive repetitions.
+    fn trial_repetitions(&self, exp: &Experiment) -> Result<Repetitions> {
+        let (min, max) = match (self.repetitions, exp.repetitions) {
+            (Some((min, max)), _) | (None, Repetitions::Adaptive { min, max }) => (min, max),
+            (None, Repetitions::Fixed(n)) => (n, 2 * n),
+        };
+        if min < 2 || max < min {
+            bail!("repetitions {{ min = {min}, max = {max} }}: need 2 <= min <= max");
+        }
+        Ok(Repetitions::Adaptive { min, max })
+    }
 }
 
 /// How the bisection ended.
@@ -51,37 +83,115 @@ pub enum Status {
     NotReproduced,
 }
 
-/// Everything `bisect-options` found, for text and JSON output.
+/// What a ddmin bisection asked and found, whatever its changes are: both
+/// reports carry it (flattened into their JSON).
 #[derive(Clone, Debug, Serialize)]
-pub struct BisectReport {
+pub struct Search {
+    #[serde(skip)]
+    pub bisection: Bisection,
     pub experiment: String,
     pub good: String,
     pub bad: String,
     pub metric: MetricRef,
     pub repetitions: Repetitions,
     pub status: Status,
-    /// Every atomic difference, indexed by the trials' `set`.
-    pub changes: Vec<Change>,
-    /// Good vs bad as written.
+    /// Good against all changes (the bad variant, or good + every candidate).
     pub confirmation: Trial,
     /// Indices of the culprit changes (empty unless found).
     pub culprit_set: Vec<usize>,
-    pub culprits: Vec<Change>,
     /// The trial whose runs show the regression with exactly the culprits.
     pub proof: Option<Trial>,
     /// Trials of the culprit set minus one change (each did not regress;
     /// the empty set, good against itself, is not run).
     pub minimality: Vec<Trial>,
-    /// Every trial in the order run, the confirmation first.
-    pub trials: Vec<Trial>,
     /// Distinct experiments run (confirmation included).
     pub oracle_calls: usize,
-    /// Oracle questions answered from the cache.
+    /// Oracle questions answered from ddmin's cache.
     pub cache_hits: usize,
+}
+
+/// The one step engine of `bisect-options` and `bisect-kconfig`: the
+/// confirmation (good against `bad` as written when given, else good + all
+/// changes), then, when it regressed, ddmin over the oracle. Returns the
+/// search and every trial in the order run, the confirmation first.
+fn search(
+    exp: &Experiment,
+    cfg: &BisectConfig,
+    mut oracle: oracle::Oracle,
+    bad: Option<VariantConfig>,
+) -> Result<(Search, Vec<Trial>)> {
+    let all: Vec<usize> = (0..oracle.labels.len()).collect();
+    let confirmation = match bad {
+        Some(bad) => oracle.confirm(bad)?,
+        None => {
+            oracle.test(&all)?;
+            oracle.trials.last().cloned().expect("the confirmation trial")
+        }
+    };
+    let mut search = Search {
+        bisection: oracle.bisection,
+        experiment: exp.name.clone(),
+        good: cfg.good.clone(),
+        bad: cfg.bad.clone(),
+        metric: cfg.metric.clone(),
+        repetitions: oracle.repetitions,
+        status: Status::NotReproduced,
+        confirmation,
+        culprit_set: Vec::new(),
+        proof: None,
+        minimality: Vec::new(),
+        oracle_calls: 1,
+        cache_hits: 0,
+    };
+    if search.confirmation.outcome == Outcome::Fail {
+        let mut cached = ddmin::Cached::new(|set: &[usize]| oracle.test(set));
+        let culprit_set = ddmin::ddmin(all.len(), &mut cached)?;
+        search.oracle_calls += cached.calls;
+        search.cache_hits = cached.hits;
+        drop(cached);
+        search.status = Status::Found;
+        search.proof = oracle.trials.iter().find(|t| t.set == culprit_set).cloned();
+        search.minimality = oracle
+            .trials
+            .iter()
+            .filter(|t| t.set.len() + 1 == culprit_set.len() && t.set.iter().all(|i| culprit_set.contains(i)))
+            .cloned()
+            .collect();
+        search.culprit_set = culprit_set;
+    }
+    Ok((search, oracle.trials))
+}
+
+/// Everything `bisect-options` found, for text and JSON output.
+#[derive(Clone, Debug, Serialize)]
+pub struct BisectReport {
+    #[serde(flatten)]
+    pub search: Search,
+    /// Every atomic difference, indexed by the trials' `set`.
+    pub changes: Vec<Change>,
+    pub culprits: Vec<Change>,
+    /// Every trial in the order run, the confirmation first.
+    pub trials: Vec<Trial>,
     /// Trials whose verdict stayed inconclusive (or had no verdict): counted as not reproduced.
     pub unresolved_trials: usize,
     pub total_runs: usize,
     pub elapsed_s: f64,
+}
+
+/// A ddmin bisection's report, as a command prints it.
+pub trait Report: Serialize {
+    fn search(&self) -> &Search;
+    /// The report for a terminal.
+    fn render_text(&self) -> String;
+}
+
+impl Report for BisectReport {
+    fn search(&self) -> &Search {
+        &self.search
+    }
+    fn render_text(&self) -> String {
+        render_text(self)
+    }
 }
 
 /// Bisect the settings between `cfg.good` and `cfg.bad` of `exp`.
@@ -92,32 +202,11 @@ pub fn bisect(
     observer: &mut dyn Observer,
 ) -> Result<BisectReport> {
     let started = std::time::Instant::now();
-    let find = |name: &str, flag: &str| {
-        exp.variant(name).cloned().ok_or_else(|| {
-            let names: Vec<&str> = exp.variants.iter().map(|v| v.name.as_str()).collect();
-            anyhow::anyhow!("{flag} {name}: no variant has that name (variants: {})", names.join(", "))
-        })
-    };
-    let good = find(&cfg.good, "--good")?;
-    let bad = find(&cfg.bad, "--bad")?;
-    if good.name == bad.name {
-        bail!("--good and --bad name the same variant `{}`", good.name);
-    }
+    let (good, bad) = cfg.ends(exp)?;
     let changes = diff::split(&good, &bad)?;
     if changes.is_empty() {
         bail!("variants `{}` and `{}` have the same settings: nothing to bisect", good.name, bad.name);
     }
-    let repetitions = match (cfg.repetitions, exp.repetitions) {
-        (Some((min, max)), _) => Repetitions::Adaptive { min, max },
-        (None, Repetitions::Adaptive { min, max }) => Repetitions::Adaptive { min, max },
-        (None, Repetitions::Fixed(n)) => Repetitions::Adaptive { min: n, max: 2 * n },
-    };
-    if let Repetitions::Adaptive { min, max } = repetitions {
-        if min < 2 || max < min {
-            bail!("repetitions {{ min = {min}, max = {max} }}: need 2 <= min <= max");
-        }
-    }
-
     let make: oracle::MakeCandidate = {
         let (good, bad, changes) = (good.clone(), bad.clone(), changes.clone());
         Box::new(move |set: &[usize], name: &str| {
@@ -125,63 +214,18 @@ pub fn bisect(
             Ok(Ok(diff::apply(&good, &bad, &chosen, name)))
         })
     };
-    let mut oracle = oracle::Oracle {
-        command: "bisect-options",
-        base: exp,
-        good,
-        labels: changes.iter().map(Change::label).collect(),
-        make,
-        metric: cfg.metric.clone(),
-        repetitions,
-        store,
-        options: cfg.run_options.clone(),
-        observer,
-        reuse_stored: false,
-        trials: Vec::new(),
-    };
-    let confirmation = oracle.confirm(bad)?;
-    let mut report = BisectReport {
-        experiment: exp.name.clone(),
-        good: cfg.good.clone(),
-        bad: cfg.bad.clone(),
-        metric: cfg.metric.clone(),
-        repetitions,
-        status: Status::NotReproduced,
-        changes: changes.clone(),
-        confirmation: confirmation.clone(),
-        culprit_set: Vec::new(),
-        culprits: Vec::new(),
-        proof: None,
-        minimality: Vec::new(),
-        trials: Vec::new(),
-        oracle_calls: 1,
-        cache_hits: 0,
-        unresolved_trials: 0,
-        total_runs: 0,
-        elapsed_s: 0.0,
-    };
-    if confirmation.outcome == Outcome::Fail {
-        let mut cached = ddmin::Cached::new(|set: &[usize]| oracle.test(set));
-        let culprit_set = ddmin::ddmin(changes.len(), &mut cached)?;
-        report.oracle_calls += cached.calls;
-        report.cache_hits = cached.hits;
-        drop(cached);
-        report.status = Status::Found;
-        report.culprits = culprit_set.iter().map(|&i| changes[i].clone()).collect();
-        report.proof = oracle.trials.iter().find(|t| t.set == culprit_set).cloned();
-        report.minimality = oracle
-            .trials
-            .iter()
-            .filter(|t| t.set.len() + 1 == culprit_set.len() && t.set.iter().all(|i| culprit_set.contains(i)))
-            .cloned()
-            .collect();
-        report.culprit_set = culprit_set;
-    }
-    report.trials = oracle.trials;
-    report.unresolved_trials = report.trials.iter().filter(|t| t.outcome == Outcome::Unresolved).count();
-    report.total_runs = report.trials.iter().map(Trial::runs).sum();
-    report.elapsed_s = started.elapsed().as_secs_f64();
-    Ok(report)
+    let labels = changes.iter().map(Change::label).collect();
+    let oracle = oracle::Oracle::new(Bisection::Options, exp, cfg, good, labels, make, store, observer)?;
+    let (search, trials) = search(exp, cfg, oracle, Some(bad))?;
+    Ok(BisectReport {
+        culprits: search.culprit_set.iter().map(|&i| changes[i].clone()).collect(),
+        search,
+        changes,
+        unresolved_trials: trials.iter().filter(|t| t.outcome == Outcome::Unresolved).count(),
+        total_runs: trials.iter().map(Trial::runs).sum(),
+        trials,
+        elapsed_s: started.elapsed().as_secs_f64(),
+    })
 }
 
 pub(crate) fn trial_line(t: &Trial) -> String {
@@ -198,58 +242,80 @@ pub(crate) fn trial_line(t: &Trial) -> String {
     )
 }
 
-/// The report for a terminal.
-pub fn render_text(r: &BisectReport) -> String {
-    let mut out = String::new();
-    let push = |out: &mut String, s: String| {
-        out.push_str(&s);
-        out.push('\n');
-    };
-    push(
-        &mut out,
-        format!("bisect-options {}: `{}` (good) vs `{}` (bad) on {}", r.experiment, r.good, r.bad, r.metric),
-    );
-    push(&mut out, format!("{} differences:", r.changes.len()));
-    for (i, c) in r.changes.iter().enumerate() {
-        push(&mut out, format!("  [{i}] {}", c.label()));
+impl Search {
+    /// The confirmation's verdict, as a sentence ends.
+    pub fn confirmation_verdict(&self) -> String {
+        self.confirmation.verdict.map_or("without a verdict".to_string(), |v| v.to_string())
     }
-    match r.status {
-        Status::NotReproduced => push(
-            &mut out,
-            format!(
-                "\nno regression to bisect: `{}` vs `{}` on {} is {} (experiment {}, {} runs); nothing was bisected",
-                r.bad,
-                r.good,
-                r.metric,
-                r.confirmation.verdict.map_or("without a verdict".to_string(), |v| v.to_string()),
-                r.confirmation.experiment_id,
-                r.confirmation.runs()
-            ),
-        ),
-        Status::Found => {
-            push(&mut out, format!("\nculprit{}:", if r.culprits.len() == 1 { "" } else { "s (all needed together)" }));
-            for c in &r.culprits {
-                push(&mut out, format!("  {}", c.label()));
-            }
-            if let Some(p) = &r.proof {
-                push(&mut out, format!("proof:      {}", trial_line(p)));
-            }
-            for t in &r.minimality {
-                push(&mut out, format!("without one: {}", trial_line(t)));
-            }
+
+    /// Why nothing was bisected, one line for stderr.
+    pub fn not_reproduced_note(&self) -> String {
+        let confirmed = match self.bisection {
+            Bisection::Options => format!("`{}`", self.bad),
+            Bisection::Kconfig => format!("`{}` + every candidate", self.good),
+        };
+        format!(
+            "{}: {confirmed} is not regressed against `{}` on {} ({}); nothing to bisect",
+            self.bisection.command(),
+            self.good,
+            self.metric,
+            self.confirmation.verdict.map_or("no verdict".to_string(), |v| v.to_string())
+        )
+    }
+
+    /// The culprits (`labels`, under `heading`), the proof and the
+    /// minimality trials, for a terminal.
+    fn render_found(&self, out: &mut String, heading: &str, labels: impl Iterator<Item = String>) {
+        let together = if self.culprit_set.len() == 1 { "" } else { " (all needed together)" };
+        let _ = writeln!(out, "\n{heading}{together}:");
+        for label in labels {
+            let _ = writeln!(out, "  {label}");
+        }
+        if let Some(p) = &self.proof {
+            let _ = writeln!(out, "proof:       {}", trial_line(p));
+        }
+        for t in &self.minimality {
+            let _ = writeln!(out, "without one: {}", trial_line(t));
         }
     }
-    push(&mut out, "\ntrials:".to_string());
-    push(&mut out, format!("  {:<10} {}", "confirm", trial_line(&r.confirmation)));
-    for t in r.trials.iter().skip(1) {
-        push(&mut out, format!("  {:<10} {}", format!("{:?}", t.outcome).to_lowercase(), trial_line(t)));
+}
+
+/// The report for a terminal.
+pub fn render_text(r: &BisectReport) -> String {
+    let s = &r.search;
+    let mut out = String::new();
+    let _ = writeln!(out, "bisect-options {}: `{}` (good) vs `{}` (bad) on {}", s.experiment, s.good, s.bad, s.metric);
+    let _ = writeln!(out, "{} differences:", r.changes.len());
+    for (i, c) in r.changes.iter().enumerate() {
+        let _ = writeln!(out, "  [{i}] {}", c.label());
     }
-    push(
-        &mut out,
-        format!(
-            "\n{} experiments, {} runs, {:.0} s ({} answered from cache, {} inconclusive counted as not reproduced)",
-            r.oracle_calls, r.total_runs, r.elapsed_s, r.cache_hits, r.unresolved_trials
-        ),
+    match s.status {
+        Status::NotReproduced => {
+            let _ = writeln!(
+                out,
+                "\nno regression to bisect: `{}` vs `{}` on {} is {} (experiment {}, {} runs); nothing was bisected",
+                s.bad,
+                s.good,
+                s.metric,
+                s.confirmation_verdict(),
+                s.confirmation.experiment_id,
+                s.confirmation.runs()
+            );
+        }
+        Status::Found => {
+            let heading = if r.culprits.len() == 1 { "culprit" } else { "culprits" };
+            s.render_found(&mut out, heading, r.culprits.iter().map(Change::label));
+        }
+    }
+    let _ = writeln!(out, "\ntrials:");
+    let _ = writeln!(out, "  {:<10} {}", "confirm", trial_line(&s.confirmation));
+    for t in r.trials.iter().skip(1) {
+        let _ = writeln!(out, "  {:<10} {}", format!("{:?}", t.outcome).to_lowercase(), trial_line(t));
+    }
+    let _ = writeln!(
+        out,
+        "\n{} experiments, {} runs, {:.0} s ({} answered from cache, {} inconclusive counted as not reproduced)",
+        s.oracle_calls, r.total_runs, r.elapsed_s, s.cache_hits, r.unresolved_trials
     );
     out
 }

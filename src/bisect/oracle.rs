@@ -21,6 +21,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::ddmin::Outcome;
+use super::BisectConfig;
 use crate::analysis::compare_series;
 use crate::experiment::{Experiment, Repetitions, VariantConfig};
 use crate::runner::{self, Observer, RunOptions};
@@ -91,10 +92,38 @@ impl Trial {
 /// when that candidate cannot be made (the trial is unresolved, nothing runs).
 pub type MakeCandidate<'a> = Box<dyn FnMut(&[usize], &str) -> Result<std::result::Result<VariantConfig, String>> + 'a>;
 
+/// What differs between the bisections that ask the oracle, as data.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bisection {
+    /// `bisect-options`: candidates are testbed settings, cheap to make.
+    Options,
+    /// `bisect-kconfig`: candidates are kernels; a rerun answers every
+    /// step from its stored experiment.
+    Kconfig,
+}
+
+impl Bisection {
+    /// The command: names the trial experiments and messages.
+    pub fn command(self) -> &'static str {
+        match self {
+            Bisection::Options => "bisect-options",
+            Bisection::Kconfig => "bisect-kconfig",
+        }
+    }
+
+    /// Answer a trial whose experiment (same name and spec) is stored
+    /// complete from its runs, without running it again.
+    fn reuses_stored(self) -> bool {
+        match self {
+            Bisection::Options => false,
+            Bisection::Kconfig => true,
+        }
+    }
+}
+
 /// Runs candidate experiments; remembers every trial.
 pub struct Oracle<'a> {
-    /// `bisect-options` or `bisect-kconfig`: names the trial experiments and messages.
-    pub command: &'static str,
+    pub bisection: Bisection,
     pub base: &'a Experiment,
     pub good: VariantConfig,
     /// One label per change, indexed by a trial's set.
@@ -105,10 +134,37 @@ pub struct Oracle<'a> {
     pub store: &'a mut Store,
     pub options: RunOptions,
     pub observer: &'a mut dyn Observer,
-    /// Answer a trial whose experiment (same name and spec) is stored
-    /// complete from its runs, without running it again.
-    pub reuse_stored: bool,
     pub trials: Vec<Trial>,
+}
+
+impl<'a> Oracle<'a> {
+    /// The oracle of `bisection` over `labels` (one per change) of `base`,
+    /// with `cfg`'s metric, repetitions and run options.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        bisection: Bisection,
+        base: &'a Experiment,
+        cfg: &BisectConfig,
+        good: VariantConfig,
+        labels: Vec<String>,
+        make: MakeCandidate<'a>,
+        store: &'a mut Store,
+        observer: &'a mut dyn Observer,
+    ) -> Result<Oracle<'a>> {
+        Ok(Oracle {
+            bisection,
+            base,
+            good,
+            labels,
+            make,
+            metric: cfg.metric.clone(),
+            repetitions: cfg.trial_repetitions(base)?,
+            store,
+            options: cfg.run_options.clone(),
+            observer,
+            trials: Vec::new(),
+        })
+    }
 }
 
 impl Oracle<'_> {
@@ -127,7 +183,7 @@ impl Oracle<'_> {
         match (self.make)(set, &name)? {
             Ok(candidate) => Ok(self.trial(set, candidate, &title)?.outcome),
             Err(why) => {
-                self.observer.message(&format!("{}: {title}: not run: {why}", self.command));
+                self.observer.message(&format!("{}: {title}: not run: {why}", self.bisection.command()));
                 self.trials.push(Trial {
                     set: set.to_vec(),
                     changes: labels,
@@ -153,7 +209,7 @@ impl Oracle<'_> {
     }
 
     fn experiment(&self, candidate: VariantConfig, title: &str) -> Result<Experiment> {
-        let command = self.command;
+        let command = self.bisection.command();
         let mut exp = self.base.clone();
         exp.name = format!("{command} {}: {title}", self.base.name);
         exp.description = Some(format!(
@@ -185,8 +241,8 @@ impl Oracle<'_> {
     fn trial(&mut self, set: &[usize], candidate: VariantConfig, title: &str) -> Result<Trial> {
         let exp = self.experiment(candidate, title)?;
         let candidate = exp.variants[1].name.clone();
-        let command = self.command;
-        let stored = match self.reuse_stored {
+        let command = self.bisection.command();
+        let stored = match self.bisection.reuses_stored() {
             true => self.store.find_complete(&exp.name, &exp.spec_hash)?,
             false => None,
         };

@@ -1,15 +1,16 @@
-//! `fslab bisect-options`: which differing setting carries a regression.
+//! `fslab bisect-options` and `fslab bisect-kconfig`: which differing
+//! settings, or kernel config options, carry a regression. One set of
+//! flags, one driver; the bisection itself is the library's.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{bail, Context, Result};
+use anyhow::Result;
 use clap::Args;
 
 use super::DbArg;
-use fslab::bisect::{self, BisectConfig, MetricRef, Status};
-use fslab::experiment;
-use fslab::experiment::PlannedRun;
+use fslab::bisect::{self, kconfig, BisectConfig, MetricRef, Report, Status};
+use fslab::experiment::{self, Experiment, PlannedRun};
 use fslab::output;
 use fslab::record::RunRecord;
 use fslab::report::{render_plain, Format};
@@ -51,20 +52,21 @@ pub struct BisectArgs {
     pub(crate) json: bool,
 }
 
-/// Exit status when good vs bad shows no regression to bisect.
+/// Exit status when good vs bad (or good + every candidate) shows no regression to bisect.
 const NOT_REPRODUCED: u8 = 2;
 
-pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
+pub fn bisect_options(args: BisectArgs) -> Result<ExitCode> {
+    run(args, bisect::bisect)
+}
+
+pub fn bisect_kconfig(args: BisectArgs) -> Result<ExitCode> {
+    run(args, kconfig::bisect_kconfig)
+}
+
+type Bisect<R> = fn(&Experiment, &BisectConfig, &mut Store, &mut dyn Observer) -> Result<R>;
+
+fn run<R: Report>(args: BisectArgs, bisect: Bisect<R>) -> Result<ExitCode> {
     let exp = experiment::load(&args.file)?;
-    for (flag, name) in [("--good", &args.good), ("--bad", &args.bad)] {
-        if exp.variant(name).is_none() {
-            let names: Vec<&str> = exp.variants.iter().map(|v| v.name.as_str()).collect();
-            bail!("{flag} {name}: no variant has that name (variants: {})", names.join(", "));
-        }
-    }
-    runner::check_privileges(&exp)?;
-    fslab::sys::signals::install()?;
-    let mut store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
     let cfg = BisectConfig {
         good: args.good,
         bad: args.bad,
@@ -72,21 +74,20 @@ pub fn bisect(args: BisectArgs) -> Result<ExitCode> {
         repetitions: args.min_runs.zip(args.max_runs),
         run_options: RunOptions { workdir: args.workdir, ..RunOptions::default() },
     };
+    // Names are checked before privileges, so a typo is told first.
+    cfg.ends(&exp)?;
+    runner::check_privileges(&exp)?;
+    fslab::sys::signals::install()?;
+    let mut store = args.db.open()?;
     let mut console = PerExperiment(Console::new());
-    let report = bisect::bisect(&exp, &cfg, &mut store, &mut console)?;
-    let text = render_plain(super::chosen(args.format, args.json), "a bisect result", &report, bisect::render_text)?;
+    let report = bisect(&exp, &cfg, &mut store, &mut console)?;
+    let text = render_plain(super::chosen(args.format, args.json), "a bisect result", &report, R::render_text)?;
     output::print(&text)?;
     output::diagnostic(&format!("results in {}", args.db.db.display()));
-    Ok(match report.status {
+    Ok(match report.search().status {
         Status::Found => ExitCode::SUCCESS,
         Status::NotReproduced => {
-            output::diagnostic(&format!(
-                "bisect-options: `{}` is not regressed against `{}` on {} ({}); nothing to bisect",
-                report.bad,
-                report.good,
-                report.metric,
-                report.confirmation.verdict.map_or("no verdict".to_string(), |v| v.to_string())
-            ));
+            output::diagnostic(&report.search().not_reproduced_note());
             ExitCode::from(NOT_REPRODUCED)
         }
     })

@@ -5,19 +5,18 @@ use std::fmt::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use comfy_table::{presets::NOTHING, Cell, CellAlignment, Table};
 
 use super::bisect::PerExperiment;
 use super::DbArg;
-use fslab::bisect::commits::{bisect_commits, BisectStatus, CommitBisectConfig, CommitBisectReport};
+use fslab::bisect::commits::{bisect_commits, CommitBisectConfig, CommitBisectReport, CommitBisectStatus};
 use fslab::bisect::MetricRef;
 use fslab::human;
 use fslab::output;
 use fslab::report::{render_plain, Format};
 use fslab::runner::{progress::Console, RunOptions};
-use fslab::store::Store;
 
 #[derive(Args, Debug)]
 #[command(after_help = "Exit status: 0 first bad commit found; 1 only a range (skipped or undecided commits) \
@@ -75,7 +74,7 @@ pub struct BisectCommitsArgs {
 
 pub fn bisect_commits_cmd(args: BisectCommitsArgs) -> Result<ExitCode> {
     fslab::sys::signals::install()?;
-    let mut store = Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db.display()))?;
+    let mut store = args.db.open()?;
     let cfg = CommitBisectConfig {
         repo: args.repo,
         good: args.good,
@@ -96,9 +95,9 @@ pub fn bisect_commits_cmd(args: BisectCommitsArgs) -> Result<ExitCode> {
     output::print(&text)?;
     output::diagnostic(&format!("results in {} (tag bisect={})", args.db.db.display(), report.id));
     Ok(ExitCode::from(match report.status {
-        BisectStatus::Found => 0,
-        BisectStatus::Range => 1,
-        BisectStatus::NotWorse => 2,
+        CommitBisectStatus::Found => 0,
+        CommitBisectStatus::Range => 1,
+        CommitBisectStatus::NotWorse => 2,
     }))
 }
 
@@ -126,15 +125,15 @@ pub fn render_text(r: &CommitBisectReport) -> String {
         human::p_value(e.p_value)
     );
     match r.status {
-        BisectStatus::NotWorse => {
+        CommitBisectStatus::NotWorse => {
             let _ = writeln!(out, "the bad end is not worse than the good end ({}): nothing bisected", e.verdict);
         }
-        BisectStatus::Found => {
+        CommitBisectStatus::Found => {
             if let Some(c) = &r.first_bad {
                 let _ = writeln!(out, "first bad commit: {} {}", c.sha, c.subject);
             }
         }
-        BisectStatus::Range => {
+        CommitBisectStatus::Range => {
             let _ = writeln!(out, "the first bad commit is one of (skipped or undecided commits in between):");
             for c in &r.candidates {
                 let _ = writeln!(out, "  {} {}", c.sha, c.subject);

@@ -2,7 +2,6 @@
 
 mod bisect;
 mod bisect_commits;
-mod bisect_kconfig;
 mod changepoints;
 mod check;
 mod compare;
@@ -109,6 +108,12 @@ pub struct DbArg {
 }
 
 impl DbArg {
+    /// Opens the store, creating it when missing: for commands that write results.
+    pub fn open(&self) -> Result<Store> {
+        use anyhow::Context;
+        Store::open(&self.db).with_context(|| format!("opening {}", self.db))
+    }
+
     /// Opens an existing store, for commands that only read: a missing file
     /// is an error, not a new empty store. (Commands that write results use
     /// `Store::open`, which creates one.)
@@ -200,8 +205,8 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Device(args) => device::device_cmd(args),
         Command::Kernel(args) => kernel::kernel_cmd(args),
         Command::Iostat(args) => iostat::iostat(args),
-        Command::BisectOptions(args) => bisect::bisect(args),
-        Command::BisectKconfig(args) => bisect_kconfig::bisect_kconfig(args),
+        Command::BisectOptions(args) => bisect::bisect_options(args),
+        Command::BisectKconfig(args) => bisect::bisect_kconfig(args),
         Command::BisectCommits(args) => bisect_commits::bisect_commits_cmd(args),
         Command::Plan(args) => plan::plan_cmd(args),
         Command::Simulate(args) => simulate::simulate(args),

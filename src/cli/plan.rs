@@ -14,7 +14,6 @@ use fslab::experiment::{self, Repetitions};
 use fslab::output;
 use fslab::report::Format;
 use fslab::runner::{self, progress::Console, RunOptions};
-use fslab::store::Store;
 
 /// `plan`'s exit status (it measures nothing unless `--pilot`).
 const PLAN_EXIT: &str = "\
@@ -60,7 +59,7 @@ pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     let exp = experiment::load(&args.file).map_err(exit::usage)?;
     // A pilot stores its runs, so only then may the store be created.
     let mut store = match args.pilot {
-        Some(_) => Store::open(&args.db.db).with_context(|| format!("opening {}", args.db.db))?,
+        Some(_) => args.db.open()?,
         None => {
             args.db.open_existing().context("no earlier results to plan from: run the file once, or use --pilot 3")?
         }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 
 use super::compare::print_comparison;
@@ -168,7 +168,7 @@ fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: Ru
     common_options(&mut opts, common);
     runner::check_privileges(&exp)?;
     fslab::sys::signals::install()?;
-    let mut store = Store::open(&db.db).with_context(|| format!("opening {}", db.db.display()))?;
+    let mut store = db.open()?;
     let mut console = Console::new();
     let summary = runner::run(&exp, &mut store, &opts, &mut console)?;
     output::diagnostic(&format!(

@@ -60,7 +60,7 @@ pub const VALIDITY_TOLERANCE: f64 = 0.10;
 /// fitted to the citation, or assumed. `tests::every_flash_preset_*` hold
 /// the presets to it; README.md ("Media models") and BENCHMARKS.md say the
 /// same in prose.
-pub struct Source {
+pub struct PresetSource {
     pub preset: &'static str,
     /// The card and where its figures were published.
     pub card: &'static str,
@@ -95,8 +95,8 @@ const FLASHBENCH_README_OPEN_AU: &[(u32, u64, f64)] = &[
 ];
 
 /// Every flash preset's source.
-pub const SOURCES: &[Source] = &[
-    Source {
+pub const SOURCES: &[PresetSource] = &[
+    PresetSource {
         preset: "sdcard",
         card: "the SD card of the flashbench README (bradfa/flashbench, `-a` and `--open-au` examples)",
         au: Some(4 * MIB),
@@ -107,7 +107,7 @@ pub const SOURCES: &[Source] = &[
         fitted: &["write_mbps", "program_latency", "copy_mbps"],
         assumed: &["linear_only", "read_mbps", "gc"],
     },
-    Source {
+    PresetSource {
         preset: "usb-stick",
         card:
             "16 GB Patriot Xporter XT Boost, flashbench-results list (`-a`: \"the erase block size is clearly 8 MB\")",
@@ -119,7 +119,7 @@ pub const SOURCES: &[Source] = &[
         fitted: &[],
         assumed: &["page", "open_aus", "linear_only", "write_mbps", "read_mbps", "program_latency", "copy_mbps", "gc"],
     },
-    Source {
+    PresetSource {
         preset: "emmc",
         card: "none: no published flashbench result for a named eMMC part was found (datasheet class, eMMC 5.x)",
         au: None,

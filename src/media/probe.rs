@@ -164,7 +164,7 @@ pub struct Rate {
 
 /// A straight line through per-request times: seconds = latency + bytes / rate.
 #[derive(Clone, Copy, Debug, Serialize)]
-pub struct Line {
+pub struct LinearFit {
     pub latency_s: f64,
     pub mbps: f64,
 }
@@ -186,8 +186,8 @@ pub struct Probe {
     /// Writing backwards in an open AU costs a garbage collection.
     pub linear_only: Option<bool>,
     pub rates: Vec<Rate>,
-    pub read: Option<Line>,
-    pub write: Option<Line>,
+    pub read: Option<LinearFit>,
+    pub write: Option<LinearFit>,
     /// The GC copy rate, from what straddling writes cost extra.
     pub copy_mbps: Option<f64>,
     pub elapsed_s: f64,
@@ -497,7 +497,7 @@ fn measure_rates(io: &mut Io, options: Options) -> Result<Vec<Rate>> {
 }
 
 /// Least squares through (size, fastest seconds) of one pattern.
-fn fit(rates: &[Rate], pattern: &str) -> Option<Line> {
+fn fit(rates: &[Rate], pattern: &str) -> Option<LinearFit> {
     let points: Vec<(f64, f64)> =
         rates.iter().filter(|r| r.pattern == pattern).map(|r| (r.size as f64, r.fastest_s)).collect();
     let n = points.len() as f64;
@@ -509,7 +509,7 @@ fn fit(rates: &[Rate], pattern: &str) -> Option<Line> {
         return None;
     }
     let slope = sxy / sxx;
-    Some(Line { latency_s: (my - slope * mx).max(0.0), mbps: 1.0 / slope / 1e6 })
+    Some(LinearFit { latency_s: (my - slope * mx).max(0.0), mbps: 1.0 / slope / 1e6 })
 }
 
 fn median(values: &mut [f64]) -> f64 {

@@ -5,7 +5,7 @@ use crate::common;
 
 use std::time::Instant;
 
-use fslab::bisect::{self, BisectConfig, ChangeKind, Outcome, Status};
+use fslab::bisect::{self, BisectConfig, Outcome, SettingKind, Status};
 use fslab::experiment;
 use fslab::runner::{RunOptions, Silent};
 use fslab::store::Store;
@@ -70,14 +70,14 @@ command = "dd if=/dev/zero of=f bs=1M count=16 conv=fsync status=none"
     eprintln!("{text}\nelapsed {:.1} s", started.elapsed().as_secs_f64());
 
     assert_eq!(report.changes.len(), 3, "{:?}", report.changes);
-    assert_eq!(report.status, Status::Found, "{text}");
+    assert_eq!(report.search.status, Status::Found, "{text}");
     assert_eq!(report.culprits.len(), 1, "{text}");
-    assert_eq!(report.culprits[0].kind, ChangeKind::Throttle);
+    assert_eq!(report.culprits[0].kind, SettingKind::Throttle);
     assert_eq!(report.culprits[0].key, "write_bps");
     assert!(text.contains("throttle.write_bps"), "{text}");
 
     // The proof is a stored experiment whose verdict is `regressed`.
-    let proof = report.proof.as_ref().expect("proof trial");
+    let proof = report.search.proof.as_ref().expect("proof trial");
     assert_eq!(proof.outcome, Outcome::Fail);
     assert_eq!(proof.changes.len(), 1);
     let stored = store.experiment(proof.experiment_id).unwrap();
@@ -86,7 +86,7 @@ command = "dd if=/dev/zero of=f bs=1M count=16 conv=fsync status=none"
 
     // Every run spent is in the store, one experiment per oracle call.
     let experiments = store.list_experiments().unwrap();
-    assert_eq!(experiments.len(), report.oracle_calls);
+    assert_eq!(experiments.len(), report.search.oracle_calls);
     assert_eq!(experiments.len(), report.trials.len());
     let stored_runs: usize = experiments.iter().map(|e| e.runs_ok + e.runs_failed).sum();
     assert_eq!(stored_runs, report.total_runs);
@@ -124,10 +124,10 @@ fn timing_size_is_found_among_tmpfs_differences() {
     let report = bisect::bisect(&exp, &config("good", "bad", "cmd/wall_s"), &mut store, &mut Silent).unwrap();
     let text = bisect::render_text(&report);
     assert_eq!(report.changes.len(), 3, "{text}");
-    assert_eq!(report.status, Status::Found, "{text}");
+    assert_eq!(report.search.status, Status::Found, "{text}");
     assert_eq!(report.culprits.len(), 1, "{text}");
-    assert_eq!(report.culprits[0].kind, ChangeKind::Size, "{text}");
-    assert_eq!(store.list_experiments().unwrap().len(), report.oracle_calls);
+    assert_eq!(report.culprits[0].kind, SettingKind::Size, "{text}");
+    assert_eq!(store.list_experiments().unwrap().len(), report.search.oracle_calls);
 }
 
 #[test]
@@ -139,7 +139,7 @@ fn no_regression_between_good_and_bad_stops_with_a_clear_message() {
     let exp = tmpfs_spec(dir.path(), "sleep 0.05");
     let mut store = Store::open(&dir.path().join("r.db")).unwrap();
     let report = bisect::bisect(&exp, &config("good", "bad", "cmd/wall_s"), &mut store, &mut Silent).unwrap();
-    assert_eq!(report.status, Status::NotReproduced);
+    assert_eq!(report.search.status, Status::NotReproduced);
     assert!(report.culprits.is_empty());
     assert_eq!(report.trials.len(), 1, "only the confirmation runs");
     let text = bisect::render_text(&report);

@@ -17,17 +17,34 @@ use serde_json::Value;
 
 use crate::common;
 
-const COMMITS: &[(&str, &str)] = &[
-    ("good end", "sleep 0.1"),
-    ("g1", "sleep 0.1"),
-    ("g2", "sleep 0.1"),
-    ("broken", "sleep 0.1"),
-    // 0.1 to 0.3 s at random: between the ends, nearer the good one.
-    ("noisy", "b=$(od -An -N1 -tu1 /dev/urandom); sleep $(awk -v b=\"$b\" 'BEGIN{print 0.1 + b/1275}')"),
-    ("g5", "sleep 0.1"),
-    ("first bad", "sleep 0.5"),
-    ("bad end", "sleep 0.5"),
+/// Every commit's bench sleeps the next of its durations (s) in turn, a
+/// counter beside the script keeping its place: the same `cat` + `sleep`
+/// on every commit, so start-up, slow under load, weighs the same
+/// everywhere. Sized against load, which adds up to ~0.45 s to a run: the
+/// step (ln 8) is over twice what that does to a 0.3 s run (ln 2.5). The
+/// noisy commit's durations spread too far for 3 runs to decide, all below
+/// the ends' midpoint (0.85 s), so it never ends bad.
+const GOOD: &[f64] = &[0.3];
+const BAD: &[f64] = &[2.4];
+const COMMITS: &[(&str, &[f64])] = &[
+    ("good end", GOOD),
+    ("g1", GOOD),
+    ("g2", GOOD),
+    ("broken", GOOD),
+    // Between the ends, nearer the good one.
+    ("noisy", &[0.15, 0.7, 0.3, 0.5, 0.2, 0.6]),
+    ("g5", GOOD),
+    ("first bad", BAD),
+    ("bad end", BAD),
 ];
+
+fn bench_script(sleeps: &[f64]) -> String {
+    let sleeps: Vec<String> = sleeps.iter().map(f64::to_string).collect();
+    format!(
+        "n=$(cat \"$0.n\" 2>/dev/null || echo 0); echo $((n + 1)) > \"$0.n\"\nset -- {}; shift $((n % $#)); sleep \"$1\"\n",
+        sleeps.join(" ")
+    )
+}
 
 fn git(repo: &Path, args: &[&str], date: Option<usize>) -> String {
     let mut cmd = Command::new("git");
@@ -44,11 +61,11 @@ fn git(repo: &Path, args: &[&str], date: Option<usize>) -> String {
 fn make_repo(repo: &Path) {
     std::fs::create_dir_all(repo).unwrap();
     git(repo, &["init", "-q", "-b", "main"], None);
-    for (i, (subject, bench)) in COMMITS.iter().enumerate() {
-        std::fs::write(repo.join("bench.sh"), format!("{bench}\n")).unwrap();
+    for (i, &(subject, sleeps)) in COMMITS.iter().enumerate() {
+        std::fs::write(repo.join("bench.sh"), bench_script(sleeps)).unwrap();
         std::fs::write(repo.join("subject"), subject).unwrap();
         // The broken commit's tree fails the build; the next one repairs it.
-        match *subject {
+        match subject {
             "broken" => std::fs::write(repo.join("BROKEN"), "").unwrap(),
             _ => {
                 let _ = std::fs::remove_file(repo.join("BROKEN"));
@@ -65,7 +82,7 @@ fn bisect(root: &Path) -> (i32, Value, String) {
         .arg(root.join("repo"))
         .args(["--good", "HEAD~7", "--bad", "main"])
         .arg(root.join("bisect.toml"))
-        .args(["--build", "! test -e BROKEN && echo \"$FSLAB_REV\" > built", "--max-runs", "6", "--json"])
+        .args(["--build", "! test -e BROKEN && echo \"$FSLAB_REV\" > built", "--max-runs", "10", "--json"])
         .arg("--worktrees")
         .arg(root.join("trees/not/yet"))
         .arg("--db")

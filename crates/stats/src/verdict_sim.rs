@@ -259,7 +259,7 @@ fn confidence_sequence_verdict(b: &[f64], v: &[f64]) -> Verdict {
 
 /// Verdict counts of many experiments of one cell.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct Tally {
+pub struct SimTally {
     pub experiments: usize,
     pub regressed: usize,
     pub improved: usize,
@@ -269,7 +269,7 @@ pub struct Tally {
     pub runs: usize,
 }
 
-impl Tally {
+impl SimTally {
     fn add(&mut self, v: Verdict, runs: usize) {
         self.experiments += 1;
         self.runs += runs;
@@ -281,7 +281,7 @@ impl Tally {
         }
     }
 
-    fn merge(&mut self, o: &Tally) {
+    fn merge(&mut self, o: &SimTally) {
         self.experiments += o.experiments;
         self.regressed += o.regressed;
         self.improved += o.improved;
@@ -361,7 +361,7 @@ fn parallel<T: Send + Default>(
 ///
 /// The runs depend only on `max` and the scenario, so rules and `min`
 /// values are compared on the same simulated experiments (paired).
-pub fn run_cell(rule: VerdictRule, min: usize, max: usize, scenario: Scenario, sim: &SimConfig) -> Tally {
+pub fn run_cell(rule: VerdictRule, min: usize, max: usize, scenario: Scenario, sim: &SimConfig) -> SimTally {
     let seed = cell_seed(&format!("{max}-{scenario:?}"));
     let looks = if max > min { rule.looks(min, max) } else { vec![max] };
     parallel(
@@ -369,7 +369,7 @@ pub fn run_cell(rule: VerdictRule, min: usize, max: usize, scenario: Scenario, s
         seed,
         |rng| {
             let (b, v) = scenario.draw(max, rng);
-            let mut t = Tally::default();
+            let mut t = SimTally::default();
             for &n in &looks {
                 let verdict = rule.verdict(&b[..n], &v[..n], min, max);
                 if verdict != Verdict::Inconclusive || n == max {
@@ -807,10 +807,10 @@ pub fn table_boundaries(_sim: &SimConfig, out: &mut String) {
 }
 
 /// A table: name, title, and the function that computes it.
-pub type Table = (&'static str, &'static str, fn(&SimConfig, &mut String));
+pub type SimTable = (&'static str, &'static str, fn(&SimConfig, &mut String));
 
 /// Every table, by name, in the order `fslab simulate` prints them.
-pub const TABLES: &[Table] = &[
+pub const TABLES: &[SimTable] = &[
     ("boundaries", "Sequential boundaries of typical designs", table_boundaries),
     ("optional-stopping", "Adaptive repetition: error rates before and after", table_optional_stopping),
     ("any-design", "Error rates for any {min, max} (after)", table_any_design),
@@ -825,7 +825,7 @@ pub const TABLES: &[Table] = &[
 
 /// The exploration table (not part of the default set: it is the record of
 /// how the design was chosen).
-pub const EXPLORE: Table = ("explore", "Candidate sequential designs", table_explore);
+pub const EXPLORE: SimTable = ("explore", "Candidate sequential designs", table_explore);
 
 /// Render the named tables (all of [`TABLES`] when `names` is empty) as
 /// Markdown, with the time each took.
