@@ -9,16 +9,18 @@ use anyhow::Result;
 use clap::Args;
 use comfy_table::{presets::NOTHING, Cell, Table};
 
-use super::{chosen, formats, DbArg};
+use super::{offer, DbArg, FormatArgs};
 use fslab::exit;
 use fslab::history::check::{check, Against, Check};
 use fslab::history::ExperimentSnapshot;
 use fslab::human;
 use fslab::output;
+use fslab::report::json::pretty;
 use fslab::report::Format;
 use fslab::stats::gate::{Evidence, GateConfig};
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json]).help("Output format: a table, or the whole check as JSON for a CI system.")))]
 #[command(after_help = "Exit status:\n  0  no decisive metric regressed (or no --fail-on-regression)\n  \
                         1  with --fail-on-regression: a decisive metric regressed significantly\n  2  bad usage")]
 pub struct CheckArgs {
@@ -42,12 +44,8 @@ pub struct CheckArgs {
     /// Changes within ±PCT percent never fail the check.
     #[arg(long, value_name = "PCT", default_value_t = 2.0, value_parser = super::values::theta_percent)]
     theta: f64,
-    /// Output format: a table, or the whole check as JSON for a CI system.
-    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 pub fn check_cmd(args: CheckArgs) -> Result<ExitCode> {
@@ -62,8 +60,8 @@ pub fn check_cmd(args: CheckArgs) -> Result<ExitCode> {
     };
     let cfg = GateConfig { alpha: args.alpha, theta: args.theta / 100.0, ..GateConfig::default() };
     let result = check(&all, newest, args.against, args.allow_mixed, &cfg).map_err(exit::usage)?;
-    let text = match chosen(args.format, args.json) {
-        Format::Json => serde_json::to_string_pretty(&result)? + "\n",
+    let text = match args.format.chosen() {
+        Format::Json => pretty(&result)?,
         _ => table(&result),
     };
     output::print(&text)?;

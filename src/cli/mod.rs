@@ -88,6 +88,32 @@ pub fn formats(allowed: &'static [Format]) -> impl TypedValueParser<Value = Form
         .try_map(|name: String| Format::from_str(&name, false))
 }
 
+/// `--format`, and `--json`, its hidden alias that older scripts may still
+/// pass: one group flattened into every command that prints results (uv's
+/// shared arg groups). A command names the formats it can write, and its
+/// default when not text, with `#[command(mut_arg("format", |a| offer(a, &[…])))]`.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct FormatArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
+    pub json: bool,
+}
+
+impl FormatArgs {
+    /// The format asked for.
+    pub fn chosen(self) -> Format {
+        chosen(self.format, self.json)
+    }
+}
+
+/// Narrows a flattened [`FormatArgs`]' `--format` to the `allowed` formats.
+pub fn offer(arg: clap::Arg, allowed: &'static [Format]) -> clap::Arg {
+    arg.value_parser(formats(allowed))
+}
+
 /// The chosen format: `--format`, or `json` for the hidden `--json` that
 /// older scripts may still pass.
 pub fn chosen(format: Format, json: bool) -> Format {

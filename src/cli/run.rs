@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use super::compare::print_comparison;
-use super::DbArg;
+use super::{offer, DbArg, FormatArgs};
 use fslab::exit::{self, Exit};
 use fslab::experiment::{self, Experiment};
 use fslab::output;
@@ -19,6 +19,8 @@ use fslab::testbed::DeviceOptIn;
 
 #[derive(Args, Debug)]
 #[command(after_help = exit::HELP)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])
+    .help("Output format of the comparison printed at the end (--dry-run's plan is text).")))]
 pub struct RunArgs {
     /// Experiment file (TOML).
     file: PathBuf,
@@ -70,6 +72,8 @@ pub struct CommonRunArgs {
     /// and fslab version are recorded automatically (a --tag of the same key replaces them).
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag_arg)]
     tags: Vec<(String, String)>,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 fn tag_arg(text: &str) -> std::result::Result<(String, String), String> {
@@ -77,6 +81,8 @@ fn tag_arg(text: &str) -> std::result::Result<(String, String), String> {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])
+    .help("Output format of the comparison printed at the end (--show prints the experiment file).")))]
 pub struct QuickstartArgs {
     #[command(flatten)]
     db: DbArg,
@@ -187,7 +193,8 @@ fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: Ru
         output::diagnostic(&campaign.describe());
     }
     // The experiment is stored: a reader that went away (`| head`) changes nothing about how it went.
-    match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), Format::Text) {
+    let format = common.format.chosen();
+    match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), format) {
         Err(e) if output::is_broken_pipe(&e) => output::stdout_gone(),
         r => r?,
     }
