@@ -197,12 +197,9 @@ fn probe_session(
 
 /// VmRSS and RssShmem (guest RAM is a shared memfd) of the session's QEMU, in KiB.
 fn qemu_memory(name: &str) -> Option<QemuMemory> {
-    let Some(qemu) = vm::leftovers::vm_processes()
+    let qemu = vm::leftovers::vm_processes()
         .into_iter()
-        .find(|p| p.cmdline.contains(name) && p.cmdline.contains("qemu-system") && !p.cmdline.contains("kvm-probe"))
-    else {
-        return None;
-    };
+        .find(|p| p.cmdline.contains(name) && p.cmdline.contains("qemu-system") && !p.cmdline.contains("kvm-probe"))?;
     use procfs_core::FromRead;
     let status = std::fs::read(format!("/proc/{}/status", qemu.pid))
         .ok()

@@ -9,7 +9,7 @@ use clap::Args;
 use super::{offer, DbArg, FormatArgs};
 use fslab::cleanup::cleanup as cleanup_stale;
 use fslab::output;
-use fslab::report::Format;
+use fslab::report::{render, Format};
 use fslab::store::{ExperimentMeta, ExperimentSummary};
 use fslab::testbed::workdirs;
 
@@ -79,6 +79,7 @@ pub fn list(args: ListArgs) -> Result<ExitCode> {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
 pub struct CleanupArgs {
     /// Work directories to clean (default: /var/tmp/fslab and every work directory fslab has recorded, plus
     /// what fslab left system-wide). With --workdir, only what belongs to these: their testbeds' cgroups, VMs,
@@ -88,6 +89,8 @@ pub struct CleanupArgs {
     /// Also remove testbeds of fslab processes that are still running.
     #[arg(long)]
     all: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 pub fn cleanup(args: CleanupArgs) -> Result<ExitCode> {
@@ -101,22 +104,9 @@ pub fn cleanup(args: CleanupArgs) -> Result<ExitCode> {
         fslab::cleanup::cleanup_only(&args.workdir, args.all)
     };
     fslab::runner::owner::remove_stale_registrations();
-    let mut text = String::new();
-    for item in &report.removed {
-        text.push_str(&format!("removed {item}\n"));
-    }
-    for item in &report.in_use {
-        text.push_str(&format!("left alone (its fslab is still running): {item}\n"));
-    }
-    for item in &report.not_ours {
-        text.push_str(&format!("left alone (not made by fslab): {item}\n"));
-    }
-    if report.removed.is_empty() && report.errors.is_empty() {
-        text.push_str("nothing to clean up\n");
-    }
     for error in &report.errors {
         output::diagnostic(&format!("could not remove {error}"));
     }
-    output::print(&text)?;
+    output::print(&render(args.format.chosen(), &report)?)?;
     Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

@@ -257,9 +257,6 @@ mod tests {
         "iostat record",
         // Writes one HTML file (`--output`); HTML is its only form.
         "iostat report",
-        // Prints the actions it took (`removed …`, `left alone …`), a log
-        // rather than a document; a script checks its exit status.
-        "cleanup",
     ];
 
     /// Every leaf subcommand, as `parent child`.

@@ -4,6 +4,7 @@
 //! layer's data (iostat logs, bisect results, history) implement the trait
 //! in their own module.
 
+pub mod cleanup;
 pub mod inspect;
 pub mod kernels;
 pub mod merge;
