@@ -11,7 +11,8 @@ use super::{offer, DbArg, FormatArgs};
 use fslab::exit::{self, Exit};
 use fslab::experiment::{self, Experiment};
 use fslab::output;
-use fslab::report::Format;
+use fslab::report::documents::plan::DryRun;
+use fslab::report::{render, Format};
 use fslab::runner::fleet::{self, CampaignShard};
 use fslab::runner::{self, progress::Console, RunOptions};
 use fslab::store::Store;
@@ -20,7 +21,7 @@ use fslab::testbed::DeviceOptIn;
 #[derive(Args, Debug)]
 #[command(after_help = exit::HELP)]
 #[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])
-    .help("Output format of the comparison printed at the end (--dry-run's plan is text).")))]
+    .help("Output format of the comparison printed at the end (or of --dry-run's plan).")))]
 pub struct RunArgs {
     /// Experiment file (TOML).
     file: PathBuf,
@@ -136,17 +137,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             exp.workdir = dir.clone();
         }
         runner::dry_run_checks(&exp, &opts)?;
-        let mut plan = fslab::experiment::plan::describe(&exp);
-        if let Some(d) = &opts.device {
-            plan.push_str(&format!(
-                "\ndevice: {} (checked: a spare block device; every block testbed is formatted on it)\n",
-                d.path.display()
-            ));
-        }
-        output::print(&plan)?;
-        if let Some(c) = &opts.campaign {
-            output::print(&format!("{}\n", fleet::describe(&exp, c)))?;
-        }
+        let mut plan = DryRun::new(&exp);
+        plan.device = opts.device.as_ref().map(|d| d.path.clone());
+        plan.shard = opts.campaign.as_ref().map(|c| fleet::describe(&exp, c));
+        output::print(&render(args.common.format.chosen(), &plan)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     execute(exp, &args.db, &args.common, opts)

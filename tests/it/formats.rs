@@ -118,6 +118,43 @@ fn merge_prints_json() {
     assert_eq!(merged["sources"][0]["merged"]["experiments_added"], 0);
 }
 
+/// Two `dir:` variants and one `command` workload, twice.
+fn run_spec(dir: &Path) -> std::path::PathBuf {
+    for v in ["a", "b"] {
+        std::fs::create_dir_all(dir.join(v)).unwrap();
+    }
+    common::write_spec(
+        dir,
+        "formats.toml",
+        &format!(
+            "name = \"formats\"\nrepetitions = 2\nworkdir = \"{}\"\n\n[[variant]]\nname = \"a\"\nfs = \"dir:{}\"\n\n\
+             [[variant]]\nname = \"b\"\nfs = \"dir:{}\"\n\n[[workload]]\nkind = \"command\"\nname = \"w\"\ncommand = \"true\"\n",
+            dir.join("work").display(),
+            dir.join("a").display(),
+            dir.join("b").display()
+        ),
+    )
+}
+
+#[test]
+fn run_dry_run_prints_its_plan_as_json() {
+    let dir = common::workdir("fslab-formats-dry");
+    let spec = run_spec(dir.path());
+    let plan = json_both_ways(&["run", spec.to_str().unwrap(), "--dry-run"], keep);
+    assert_eq!(plan["experiment"], "formats");
+    assert_eq!(plan["baseline"], "a");
+    assert_eq!((plan["min_rounds"].as_u64(), plan["max_rounds"].as_u64()), (Some(2), Some(2)));
+    let runs = plan["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 4, "2 rounds × 2 variants: {plan}");
+    let seqs: Vec<u64> = runs.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, [0, 1, 2, 3]);
+    assert!(runs.iter().all(|r| r["workload"] == "w"), "{plan}");
+    assert_eq!(runs.iter().filter(|r| r["variant"] == "b").count(), 2, "{plan}");
+    assert!(plan["device"].is_null() && plan["shard"].is_null(), "{plan}");
+    let text = fslab(&["run", spec.to_str().unwrap(), "--dry-run"]);
+    assert!(text.starts_with("experiment: formats"), "{text}");
+}
+
 /// `fslab run --format json` ends with the comparison as JSON rows, and
 /// `--json` with the same rows.
 #[test]
@@ -126,25 +163,12 @@ fn run_prints_its_comparison_as_json() {
         return;
     }
     let dir = common::workdir("fslab-formats-run");
-    for v in ["a", "b"] {
-        std::fs::create_dir_all(dir.path().join(v)).unwrap();
-    }
-    let spec = common::write_spec(
-        dir.path(),
-        "formats.toml",
-        &format!(
-            "name = \"formats\"\nrepetitions = 2\nworkdir = \"{}\"\n\n[[variant]]\nname = \"a\"\nfs = \"dir:{}\"\n\n\
-             [[variant]]\nname = \"b\"\nfs = \"dir:{}\"\n\n[[workload]]\nkind = \"command\"\nname = \"w\"\ncommand = \"true\"\n",
-            dir.path().join("work").display(),
-            dir.path().join("a").display(),
-            dir.path().join("b").display()
-        ),
-    );
+    let spec = run_spec(dir.path());
     let db = dir.path().join("run.db");
     let (spec, db) = (spec.to_str().unwrap(), db.to_str().unwrap());
     // Each run measures anew: compare what does not vary.
-    let rows = |extra: &str| -> Vec<(String, String, String)> {
-        let text = fslab(&["run", spec, "--db", db, extra, "json"][..if extra == "--json" { 5 } else { 6 }]);
+    let rows = |format: &[&str]| -> Vec<(String, String, String)> {
+        let text = fslab(&[&["run", spec, "--db", db][..], format].concat());
         let v: Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"));
         v.as_array()
             .unwrap()
@@ -154,7 +178,7 @@ fn run_prints_its_comparison_as_json() {
             })
             .collect()
     };
-    let formatted = rows("--format");
+    let formatted = rows(&["--format", "json"]);
     assert!(formatted.iter().any(|(a, b, _)| a == "a" && b == "b"), "{formatted:?}");
-    assert_eq!(rows("--json"), formatted);
+    assert_eq!(rows(&["--json"]), formatted);
 }

@@ -34,3 +34,75 @@ impl Document for RunPlan {
         )
     }
 }
+
+/// `fslab run --dry-run`: what a run of the file would do, checked.
+#[derive(Debug, Serialize)]
+pub struct DryRun {
+    pub experiment: String,
+    pub workdir: std::path::PathBuf,
+    pub baseline: String,
+    pub min_rounds: usize,
+    pub max_rounds: usize,
+    /// The runs of the first `min_rounds` rounds, in the order they run.
+    pub runs: Vec<DryRunRun>,
+    /// `--device`: the checked spare block device every block testbed is formatted on.
+    pub device: Option<std::path::PathBuf>,
+    /// `--shard`: which runs of the campaign this machine takes.
+    pub shard: Option<String>,
+    /// The plan as the text shows it (variants, kernels, workloads, order).
+    #[serde(skip)]
+    pub described: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DryRunRun {
+    pub seq: usize,
+    pub round: usize,
+    pub variant: String,
+    pub workload: String,
+}
+
+impl DryRun {
+    pub fn new(exp: &crate::experiment::Experiment) -> Self {
+        let runs = crate::experiment::plan::plan_rounds(exp, 0, exp.min_rounds())
+            .into_iter()
+            .map(|r| DryRunRun {
+                seq: r.seq,
+                round: r.round,
+                variant: exp.variants[r.variant].name.clone(),
+                workload: exp.workloads[r.workload].label.clone(),
+            })
+            .collect();
+        DryRun {
+            experiment: exp.name.clone(),
+            workdir: exp.workdir.clone(),
+            baseline: exp.baseline.clone(),
+            min_rounds: exp.min_rounds(),
+            max_rounds: exp.max_rounds(),
+            runs,
+            device: None,
+            shard: None,
+            described: crate::experiment::plan::describe(exp),
+        }
+    }
+}
+
+impl Document for DryRun {
+    fn what(&self) -> &'static str {
+        "a dry run"
+    }
+
+    fn text(&self) -> String {
+        let mut out = self.described.clone();
+        if let Some(d) = &self.device {
+            out.push_str(&format!(
+                "\ndevice: {} (checked: a spare block device; every block testbed is formatted on it)\n",
+                d.display()
+            ));
+        }
+        if let Some(s) = &self.shard {
+            out.push_str(&format!("{s}\n"));
+        }
+        out
+    }
+}
