@@ -8,7 +8,7 @@ use clap::Args;
 
 use super::{offer, DbArg, FormatArgs};
 use fslab::exit;
-use fslab::history::{self, render, ExperimentSnapshot, HistoryQuery};
+use fslab::history::{self, ExperimentSnapshot, HistoryQuery};
 use fslab::output;
 use fslab::report::Format;
 use fslab::store::Store;
@@ -64,11 +64,6 @@ pub struct HistoryArgs {
 pub fn history(args: HistoryArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
     let h = args.series.history(&store, &args.metric, args.experiment)?;
-    let text = match args.format.chosen() {
-        Format::Json => fslab::report::json::pretty(&h)?,
-        Format::Html => render::html(&h),
-        _ => render::text(&h),
-    };
-    output::print(&text)?;
+    output::print(&fslab::report::render(args.format.chosen(), &h)?)?;
     Ok(ExitCode::SUCCESS)
 }

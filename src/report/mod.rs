@@ -130,6 +130,10 @@ pub trait Document: ToJson {
     fn markdown(&self) -> Option<String> {
         None
     }
+    /// One self-contained HTML page.
+    fn html(&self) -> Option<String> {
+        None
+    }
     /// Experiment-file text.
     fn toml(&self) -> Option<String> {
         None

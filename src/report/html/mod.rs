@@ -40,7 +40,7 @@ impl Exporter for Html {
     }
 
     fn document(&self, doc: &dyn Document) -> Result<String> {
-        unsupported(Format::Html, doc.what())
+        doc.html().map_or_else(|| unsupported(Format::Html, doc.what()), Ok)
     }
 }
 
