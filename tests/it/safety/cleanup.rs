@@ -92,7 +92,7 @@ fn a_really_stale_testbed_from_a_sigkilled_fslab_is_removed() {
     // Another test's cleanup may take the mount and loop device first (they
     // are found system-wide); the directory is only found through this one.
     let removed = report["removed"].as_array().unwrap();
-    assert!(removed.iter().any(|r| r == &format!("directory {}", bed.display()).as_str()), "{report}");
+    assert!(removed.iter().any(|r| *r == format!("directory {}", bed.display()).as_str()), "{report}");
     assert_eq!(report["errors"], serde_json::json!([]), "{report}");
     assert_eq!(common::leftovers(&needle), Vec::<String>::new());
     assert!(testbed_dirs(&work).is_empty());
