@@ -283,28 +283,41 @@ pub fn emulated_variants(store: &Store, id: i64) -> Result<Vec<String>> {
     Ok(out)
 }
 
-/// Why an emulated comparison's wall-time rows did not decide, for
-/// `compare` and the report (`None` when no row is emulated).
+/// What emulation did to an emulated comparison's decision, for `compare`
+/// and the report (`None` when no row is emulated): which wall-time rows
+/// the instruction count replaced, and which still decided under
+/// emulation (the file named `decisive`, or the workload runs for a fixed
+/// time, so its instruction count measures the host).
 pub fn emulation_note(rows: &[ComparisonRow]) -> Option<String> {
-    let demoted: Vec<String> = rows
-        .iter()
-        .filter(|r| r.emulated && !r.evidence && !r.decisive)
-        .map(|r| format!("{}/{}", r.workload, r.metric))
-        .fold(Vec::new(), |mut v, m| {
+    let labels = |decisive: bool| -> Vec<String> {
+        rows.iter().filter(|r| r.emulated && !r.evidence && r.decisive == decisive).fold(Vec::new(), |mut v, r| {
+            let m = format!("{}/{}", r.workload, r.metric);
             if !v.contains(&m) {
                 v.push(m);
             }
             v
-        });
-    if demoted.is_empty() {
-        return None;
+        })
+    };
+    let (demoted, kept) = (labels(false), labels(true));
+    let mut notes = Vec::new();
+    if !demoted.is_empty() {
+        notes.push(format!(
+            "emulated: {} ran under TCG emulation, where wall time follows the host's load; \
+             `{}` decided instead (name `decisive = [...]` on the workload to choose otherwise)",
+            demoted.join(", "),
+            crate::metric::INSTRUCTIONS
+        ));
     }
-    Some(format!(
-        "emulated: {} ran under TCG emulation, where wall time follows the host's load; \
-         `{}` decided instead (name `decisive = [...]` on the workload to choose otherwise)",
-        demoted.join(", "),
-        crate::metric::INSTRUCTIONS
-    ))
+    if !kept.is_empty() {
+        notes.push(format!(
+            "emulated: {} decided under TCG emulation although they follow the host's load \
+             (the workload names `decisive`, or runs for a fixed time, where `{}` counts the \
+             emulator's speed, not the kernel's work): read their verdicts with the load in mind",
+            kept.join(", "),
+            crate::metric::INSTRUCTIONS
+        ));
+    }
+    (!notes.is_empty()).then(|| notes.join("\n"))
 }
 
 /// True when no decisive row is inconclusive (adaptive repetition may
@@ -712,6 +725,26 @@ mod tests {
         let mut rows = compare_series(&series[..6], "a", &compare_config(&exp));
         assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
         assert!(rows.iter().all(|r| !r.emulated) && rows[0].decisive && emulation_note(&rows).is_none());
+        // A fixed-time workload's own metrics decide: its instruction count
+        // follows the emulator's speed.
+        let fixed = "name = \"f\"\n[[variant]]\nname = \"a\"\nfs = \"dir:/tmp\"\n[[variant]]\nname = \"b\"\n\
+                     fs = \"dir:/tmp\"\n[[workload]]\nkind = \"shell1\"\nconcurrency = [1]\nduration = \"5s\"\n";
+        let fixed = crate::experiment::parse(fixed, None).unwrap();
+        let shell1: Vec<MetricSeries> =
+            [("shell1-1", [100.0, 101.0, 99.0, 100.0, 100.5]), ("vm/instructions", [1e9; 5])]
+                .iter()
+                .flat_map(|(m, v)| [named(m, "a", v), named(m, "b", &v.map(|x| x * 0.8))])
+                .map(|mut s| {
+                    s.workload = "shell1".into();
+                    s
+                })
+                .collect();
+        let mut rows = compare_series(&shell1, "a", &compare_config(&fixed));
+        assign_roles(&mut rows, &fixed.workloads, &["b".to_string()]);
+        let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
+        assert_eq!(decisive, ["shell1-1"]);
+        let note = emulation_note(&rows).expect("a note on the wall-time decision");
+        assert!(note.contains("shell1/shell1-1 decided under TCG emulation") && note.contains("fixed time"), "{note}");
         // A file that names `decisive` overrides the default.
         let (exp, _) = evidence_case("decisive = [\"disk/writes\"]\n");
         let mut rows = compare_series(&series, "a", &compare_config(&exp));

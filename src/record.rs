@@ -1,5 +1,6 @@
 //! What one finished run produced: the unit the runner hands to the store.
 
+use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::metric::Metric;
@@ -57,15 +58,13 @@ pub struct RunRecord {
     pub mount: Option<MountFacts>,
     /// Filesystem geometry text (`dumpe2fs -h`, `xfs_info`, `btrfs inspect-internal dump-super`).
     pub geometry: Option<String>,
-    /// Block-trace monitor summary
-    /// ([`BlockTraceSummary`](crate::monitor::blocktrace::BlockTraceSummary) as JSON),
-    /// also when the monitor was off (then it says why).
+    /// What the run's monitors stored, as `(key, JSON)` in the order they
+    /// stored it: each monitor (`runner::monitors`) names its keys and owns
+    /// the serde type behind them, so the store keeps them without knowing
+    /// any monitor (`run_extras`, one row each). Written and read through
+    /// [`RunRecord::put_extra`] and [`RunRecord::extra`].
     #[serde(default)]
-    pub blocktrace: Option<serde_json::Value>,
-    /// Filesystem-internal snapshots as `(kind, JSON)`, kind one of
-    /// [`EXTRA_FS_BEFORE`], [`EXTRA_FS_AFTER`], [`EXTRA_FS_DELTA`].
-    #[serde(default)]
-    pub fs_snapshots: Vec<(String, serde_json::Value)>,
+    pub extras: Vec<(String, serde_json::Value)>,
     /// Problems that did not fail the run (e.g. a snapshot that could not be taken).
     #[serde(default)]
     pub notes: Vec<String>,
@@ -101,6 +100,22 @@ pub struct RunPlace {
     pub warnings: Vec<String>,
 }
 
+impl RunRecord {
+    /// Stores a monitor's typed output under `key` (after what is there).
+    pub fn put_extra(&mut self, key: &str, value: &impl Serialize) -> anyhow::Result<()> {
+        let json = serde_json::to_value(value).with_context(|| format!("storing extra {key:?}"))?;
+        self.extras.push((key.to_string(), json));
+        Ok(())
+    }
+
+    /// A monitor's output stored under `key`, as its type; `None` when the
+    /// run has none, an error naming the key when it does not parse.
+    pub fn extra<T: serde::de::DeserializeOwned>(&self, key: &str) -> Option<anyhow::Result<T>> {
+        let (_, json) = self.extras.iter().find(|(k, _)| k == key)?;
+        Some(serde_json::from_value(json.clone()).with_context(|| format!("extra {key:?} does not parse")))
+    }
+}
+
 impl RunPlace {
     /// The running host.
     pub fn host() -> RunPlace {
@@ -131,14 +146,6 @@ impl RunPlace {
     }
 }
 
-/// Extra kind: the block-trace summary.
-pub const EXTRA_BLOCKTRACE: &str = "blocktrace";
-/// Extra kind: filesystem-internal snapshot before the measured part.
-pub const EXTRA_FS_BEFORE: &str = "fs_before";
-/// Extra kind: filesystem-internal snapshot after the measured part.
-pub const EXTRA_FS_AFTER: &str = "fs_after";
-/// Extra kind: `fs_after - fs_before`.
-pub const EXTRA_FS_DELTA: &str = "fs_delta";
 /// Extra kind: the run's notes as a JSON array of strings.
 pub const EXTRA_NOTES: &str = "notes";
 /// Extra kind: where the run happened ([`RunPlace`]).

@@ -84,7 +84,11 @@ fn build(file: &std::path::Path) -> Result<BuiltKernels> {
     let exp = fslab::experiment::load(file).map_err(exit::usage)?;
     let cache_dir = kernel::cache_dir(&exp.workdir);
     let mut built = Vec::new();
-    for v in &exp.variants {
+    let builds = exp.variants.iter().enumerate().filter_map(|(i, v)| match v.kernel.as_ref().map(|k| &k.source) {
+        Some(source @ KernelSource::Build(_)) => Some((i, source)),
+        _ => None,
+    });
+    for v in kernel::resolve_order(builds).into_iter().map(|i| &exp.variants[i]) {
         let Some(spec) = &v.kernel else { continue };
         let KernelSource::Build(b) = &spec.source else { continue };
         let started = std::time::Instant::now();

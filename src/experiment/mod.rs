@@ -101,10 +101,12 @@ impl WorkloadConfig {
 
     /// [`WorkloadConfig::is_decisive`] for a comparison that ran under
     /// emulation with guest instructions counted (`emulated`): then only
-    /// `vm/instructions` decides, unless the file names `decisive`. The
-    /// whole rule is [`crate::analysis::assign_roles`].
+    /// `vm/instructions` decides, unless the file names `decisive` or the
+    /// workload runs for a fixed time ([`crate::workload::Kind::FIXED_TIME`]:
+    /// its instruction count measures the host, not the kernel). The whole
+    /// rule is [`crate::analysis::assign_roles`].
     pub fn decides(&self, metric: &str, emulated: bool) -> bool {
-        if emulated && self.decisive.is_empty() {
+        if emulated && self.decisive.is_empty() && !self.params.fixed_time() {
             return metric == crate::metric::INSTRUCTIONS;
         }
         if crate::metric::is_evidence(metric) {

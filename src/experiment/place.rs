@@ -8,7 +8,7 @@ use anyhow::Result;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::kernel::build::{BuildRequest, BuildSource, ConfigBase, KernelBuild, SetRejected};
+use crate::kernel::build::{BuildRequest, BuildSource, BuildToolsMissing, ConfigBase, KernelBuild, SetRejected};
 use crate::kernel::debian::{Archive, ResolveError, Wanted, SCHEME};
 use crate::kernel::KernelSource;
 use crate::keys::Source;
@@ -258,9 +258,14 @@ fn built_kernel(
         }
     }
     let req = BuildRequest { reference, source, config, set, patches };
-    crate::kernel::build::prepare(&req, kernel_cache).map_err(|e| match e.downcast_ref::<SetRejected>() {
-        Some(rejected) => crate::exit::usage(err("kernel.set", rejected.0.clone())),
-        None => err("kernel", format!("{e:#}")),
+    crate::kernel::build::prepare(&req, kernel_cache).map_err(|e| {
+        if let Some(rejected) = e.downcast_ref::<SetRejected>() {
+            crate::exit::usage(err("kernel.set", rejected.0.clone()))
+        } else if e.downcast_ref::<BuildToolsMissing>().is_some() {
+            crate::exit::environment(err("kernel", format!("{e:#}")))
+        } else {
+            err("kernel", format!("{e:#}"))
+        }
     })
 }
 

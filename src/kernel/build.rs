@@ -213,6 +213,49 @@ fn sha256_str(text: &str) -> String {
     super::sha256_str(text)
 }
 
+/// What building a kernel needs on the host, each with the Debian package
+/// that provides it: programs Kbuild runs, and headers `objtool` (libelf)
+/// and the certificate tools (OpenSSL) compile against. Checked before the
+/// first `make`, so a fresh machine gets one error naming all of them
+/// instead of a make failure deep in a log.
+const BUILD_NEEDS: &[(&str, &str)] = &[
+    ("make", "make"),
+    ("gcc", "gcc"),
+    ("flex", "flex"),
+    ("bison", "bison"),
+    ("bc", "bc"),
+    ("/usr/include/gelf.h", "libelf-dev"),
+    ("/usr/include/openssl/ssl.h", "libssl-dev"),
+];
+
+/// The host lacks what a kernel build needs (exit 3: the environment, not
+/// the experiment file).
+#[derive(Debug)]
+pub struct BuildToolsMissing(pub Vec<String>);
+
+impl std::fmt::Display for BuildToolsMissing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "building a kernel needs {} (run `sudo scripts/install-vm-tools`, which installs them)",
+            self.0.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for BuildToolsMissing {}
+
+/// What of [`BUILD_NEEDS`] (and `patch` when there are patches) is missing,
+/// as "what (Debian package)".
+pub fn missing_build_tools(with_patches: bool) -> Vec<String> {
+    let patch = [("patch", "patch")];
+    let needs = BUILD_NEEDS.iter().chain(if with_patches { &patch[..] } else { &[] });
+    needs
+        .filter(|(what, _)| if what.starts_with('/') { !Path::new(what).exists() } else { !which(what) })
+        .map(|(what, package)| format!("{what} ({package})"))
+        .collect()
+}
+
 /// A `set` this version cannot honour (the experiment file is wrong: exit 2).
 #[derive(Debug)]
 pub struct SetRejected(pub String);
@@ -228,6 +271,10 @@ impl std::error::Error for SetRejected {}
 /// Make the source tree and the final config, and check every `set`
 /// option. Errors name the option and why (the caller adds file and key).
 pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
+    let missing = missing_build_tools(!req.patches.is_empty());
+    if !missing.is_empty() {
+        return Err(BuildToolsMissing(missing).into());
+    }
     let builds = builds_dir(cache);
     fs::create_dir_all(&builds).with_context(|| format!("creating {}", builds.display()))?;
     let mut patches = Vec::new();

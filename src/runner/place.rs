@@ -66,12 +66,13 @@ impl KernelVms {
     pub fn prepare(exp: &Experiment) -> Result<KernelVms> {
         let mut kernels = HashMap::new();
         let cache = kernel_cache(exp);
-        for (i, v) in exp.variants.iter().enumerate() {
-            if let Some(spec) = &v.kernel {
-                let artifacts = kernel::resolve(&spec.source, &cache)
-                    .with_context(|| format!("the kernel of variant `{}`", v.name))?;
-                kernels.insert(i, artifacts);
-            }
+        let specs = exp.variants.iter().enumerate().filter_map(|(i, v)| v.kernel.as_ref().map(|k| (i, &k.source)));
+        for i in kernel::resolve_order(specs) {
+            let v = &exp.variants[i];
+            let spec = v.kernel.as_ref().expect("resolve_order yields kernel variants");
+            let artifacts =
+                kernel::resolve(&spec.source, &cache).with_context(|| format!("the kernel of variant `{}`", v.name))?;
+            kernels.insert(i, artifacts);
         }
         Ok(KernelVms { kernels, vms: HashMap::new() })
     }

@@ -1,24 +1,18 @@
-//! Per-run extras: JSON documents by kind (block-trace summary,
-//! filesystem-internal snapshots and their delta, notes), in `run_extras`,
-//! so new monitors need no new tables.
+//! Per-run extras: JSON documents by key in `run_extras`: what the run's
+//! monitors stored (block-trace summary, filesystem-internal snapshots and
+//! their delta, the media model's account, each under its monitor's keys),
+//! then the run's notes and place. The store knows no monitor, so a new
+//! monitor needs no new table and no code here.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 
 use super::sql::{int, params, Sql, Value};
 use super::Store;
-use crate::record::{
-    RunRecord, EXTRA_BLOCKTRACE, EXTRA_FS_AFTER, EXTRA_FS_BEFORE, EXTRA_FS_DELTA, EXTRA_NOTES, EXTRA_PLACE,
-};
+use crate::record::{RunRecord, EXTRA_NOTES, EXTRA_PLACE};
 
 /// The extras of `run` in the order they are stored.
 pub(super) fn extras_of(run: &RunRecord) -> Vec<(String, serde_json::Value)> {
-    let mut out = Vec::new();
-    if let Some(bt) = &run.blocktrace {
-        out.push((EXTRA_BLOCKTRACE.to_string(), bt.clone()));
-    }
-    for (kind, v) in &run.fs_snapshots {
-        out.push((kind.clone(), v.clone()));
-    }
+    let mut out = run.extras.clone();
     if !run.notes.is_empty() {
         out.push((EXTRA_NOTES.to_string(), serde_json::Value::from(run.notes.clone())));
     }
@@ -28,19 +22,18 @@ pub(super) fn extras_of(run: &RunRecord) -> Vec<(String, serde_json::Value)> {
     out
 }
 
-/// The inverse of [`extras_of`]: sorts stored extras back into `record`.
+/// The inverse of [`extras_of`]: sorts stored extras back into `record`
+/// (notes and place into their fields, the rest to the monitors' extras).
 pub(super) fn record_extras(record: &mut RunRecord, extras: &[(String, serde_json::Value)]) -> Result<()> {
     for (kind, v) in extras {
         match kind.as_str() {
-            EXTRA_BLOCKTRACE => record.blocktrace = Some(v.clone()),
             EXTRA_NOTES => {
                 record.notes = serde_json::from_value(v.clone()).context("the notes extra is not a list of strings")?
             }
             EXTRA_PLACE => {
                 record.place = Some(serde_json::from_value(v.clone()).context("the place extra is not a run place")?)
             }
-            EXTRA_FS_BEFORE | EXTRA_FS_AFTER | EXTRA_FS_DELTA => record.fs_snapshots.push((kind.clone(), v.clone())),
-            other => bail!("extra kind {other:?} has no place in a run record"),
+            _ => record.extras.push((kind.clone(), v.clone())),
         }
     }
     Ok(())
@@ -110,7 +103,7 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::{RunStatus, EXTRA_FS_BEFORE};
+    use crate::record::RunStatus;
     use crate::store::NewExperiment;
 
     fn exp() -> NewExperiment {
@@ -134,17 +127,28 @@ mod tests {
             let e = store.create_experiment(&exp()).unwrap();
             let run = RunRecord {
                 status: Some(RunStatus::Ok),
-                blocktrace: Some(serde_json::json!({"enabled": false, "reason": "no tracefs"})),
-                fs_snapshots: vec![(EXTRA_FS_BEFORE.into(), serde_json::json!({"fstype": "ext4"}))],
+                extras: vec![
+                    ("blocktrace".into(), serde_json::json!({"enabled": false, "reason": "no tracefs"})),
+                    ("fs_before".into(), serde_json::json!({"fstype": "ext4"})),
+                    // A key no code here names: the store keeps any monitor's.
+                    ("a_new_monitor".into(), serde_json::json!({"seen": [1, 2]})),
+                ],
                 notes: vec!["fs_after: boom".into()],
                 ..RunRecord::default()
             };
             let id = store.record_run(e, &run).unwrap();
             let got = store.run_extras(id).unwrap();
             let kinds: Vec<&str> = got.iter().map(|(k, _)| k.as_str()).collect();
-            assert_eq!(kinds, ["blocktrace", "fs_before", "notes"]);
+            assert_eq!(kinds, ["blocktrace", "fs_before", "a_new_monitor", "notes"]);
             assert_eq!(got[0].1["reason"], "no tracefs");
-            assert_eq!(got[2].1, serde_json::json!(["fs_after: boom"]));
+            assert_eq!(got[3].1, serde_json::json!(["fs_after: boom"]));
+            // Read back into the record: the monitors' extras in order, typed on request.
+            let back = store.run_record(id).unwrap();
+            assert_eq!(back.extras, run.extras);
+            assert_eq!(back.notes, run.notes);
+            let seen: serde_json::Value = back.extra("a_new_monitor").unwrap().unwrap();
+            assert_eq!(seen["seen"][1], 2);
+            assert!(back.extra::<Vec<u8>>("fs_before").unwrap().is_err(), "a wrong type is an error");
 
             // Replacing a failed run replaces its extras too.
             let failed = RunRecord { seq: 1, status: Some(RunStatus::Failed), ..run.clone() };
@@ -153,7 +157,7 @@ mod tests {
             let f2 = store.record_run(e, &retry).unwrap();
             assert!(store.run_extras(f1).unwrap().is_empty());
             assert!(store.run_extras(f2).unwrap().is_empty());
-            assert_eq!(store.run_extras(id).unwrap().len(), 3);
+            assert_eq!(store.run_extras(id).unwrap().len(), 4);
         }
     }
 }

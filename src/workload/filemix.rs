@@ -108,6 +108,7 @@ pub struct FilemixParams {
 
 impl Kind for FilemixParams {
     const NAME: &'static str = "filemix";
+    const FIXED_TIME: bool = true;
     const ABOUT: &'static str = "reaim-disk-like job mix per user (docs/workloads.md), `users`, `duration`";
     const METRICS: &'static str = "`filemix-N` (jobs/min)";
     type Keys = FilemixKeys;

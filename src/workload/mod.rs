@@ -58,6 +58,11 @@ pub trait Kind: Sized + Clone + Debug + PartialEq + Serialize + DeserializeOwned
     /// It can run on a read-only image testbed (it writes its tree in
     /// [`Workload::populate`]).
     const READ_ONLY: bool = false;
+    /// It runs for a fixed time and counts the work done (a throughput
+    /// score), so the guest's instruction count over its measured part
+    /// follows the emulator's speed, i.e. the host's load, and says nothing
+    /// about the kernel: under emulation its own metrics decide.
+    const FIXED_TIME: bool = false;
 
     /// The kind's own keys as written in the table (a `deny_unknown_fields`
     /// struct with `Spanned` values).
@@ -130,6 +135,11 @@ macro_rules! workload_kinds {
             /// Can it run on a read-only image testbed?
             pub fn read_only(&self) -> bool {
                 match self { $(WorkloadParams::$variant(_) => <$module::$params as Kind>::READ_ONLY,)* }
+            }
+
+            /// Does it run for a fixed time (see [`Kind::FIXED_TIME`])?
+            pub fn fixed_time(&self) -> bool {
+                match self { $(WorkloadParams::$variant(_) => <$module::$params as Kind>::FIXED_TIME,)* }
             }
 
             /// `--quick`: scale down in place.

@@ -74,6 +74,7 @@ pub struct Shell1Params {
 
 impl Kind for Shell1Params {
     const NAME: &'static str = "shell1";
+    const FIXED_TIME: bool = true;
     const ABOUT: &'static str = "UnixBench Shell Scripts loop, `concurrency = [1, 2, 4, 8]`, `duration`";
     const METRICS: &'static str = "`shell1-N` (loops/min)";
     type Keys = Shell1Keys;

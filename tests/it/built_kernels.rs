@@ -127,6 +127,48 @@ fn a_rejected_set_names_the_file_and_key() {
     assert!(t.contains("set CONFIG_SQUASHFS_DECOMP_MULTI instead"), "{t}");
 }
 
+/// A host without the build tools (here: a `PATH` of links to every
+/// program of the real one but `flex` and `bison`, since uninstalling
+/// packages would change the host) gets exit 3 naming each missing tool,
+/// its Debian package and the install script, before anything is unpacked
+/// or made.
+#[test]
+fn a_host_without_flex_and_bison_is_told_what_to_install() {
+    let Some(_) = source_5_10() else { return };
+    let dir = common::workdir("fslab-built-kernel-tools");
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for sys_dir in ["/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"] {
+        for entry in std::fs::read_dir(sys_dir).into_iter().flatten().flatten() {
+            let name = entry.file_name();
+            if name != "flex" && name != "bison" && !bin.join(&name).exists() {
+                std::os::unix::fs::symlink(entry.path(), bin.join(&name)).unwrap();
+            }
+        }
+    }
+    let spec = common::write_spec(
+        dir.path(),
+        "tools.toml",
+        &format!(
+            "name = \"no flex\"\nworkdir = \"{}\"\n[defaults]\nfs = \"ext4\"\n\
+             kernel = {{ source = \"debian:5.10\", set = {{ SQUASHFS_DECOMP_MULTI = \"y\" }} }}\n\
+             [[variant]]\nname = \"a\"\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n",
+            dir.path().join("work").display()
+        ),
+    );
+    let out = Command::new(common::fslab_bin())
+        .args(["run", "--dry-run", spec.to_str().unwrap()])
+        .env("FSLAB_KERNEL_CACHE", kernel_cache())
+        .env("PATH", &bin)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{t}");
+    assert!(t.contains("tools.toml") && t.contains("`kernel`"), "{t}");
+    assert!(t.contains("flex (flex)") && t.contains("bison (bison)") && !t.contains("make (make)"), "{t}");
+    assert!(t.contains("scripts/install-vm-tools"), "{t}");
+}
+
 /// The fixture's kernel, built once (or found in the shared cache), booted
 /// in a VM: the guest runs the built 5.10 with the set option, a workload
 /// runs on its testbed, and the experiment records how the kernel was built.

@@ -623,6 +623,11 @@ command = "dd if=/dev/zero of=data bs=1M count=4 oflag=direct status=none && syn
     assert_eq!(((read * 1e6).round() as u64, (written * 1e6).round() as u64), (trace.read.bytes, trace.write.bytes));
     let requests = metric("media/requests").unwrap() as u64;
     assert_eq!(requests, trace.read.requests + trace.write.requests, "{:?} {trace:?}", first.metrics);
+    // The guest's media monitor stored the account it asked the host for,
+    // and the metrics are derived from it.
+    let media = extras.iter().find(|(kind, _)| kind == "media").map(|(_, v)| v.clone());
+    let account: fslab::media::evidence::Evidence = serde_json::from_value(media.expect("a media extra")).unwrap();
+    assert_eq!(account.requests(), requests, "{account:?}");
 }
 
 /// Whether a guest's agent under `work` is ready for requests

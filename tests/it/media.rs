@@ -297,3 +297,45 @@ fn without_fuse_the_quickstart_stops_before_anything_with_exit_3() {
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("FUSE does not work here"), "{stderr}");
 }
+
+/// The media monitor on the host path: the run stores the model's account
+/// as its `media` extra, and its `media/…` metrics are derived from that
+/// account (issue 18 part 5: a monitor is one file plus one list line).
+#[test]
+fn a_run_on_a_model_stores_its_account_as_the_media_extra_and_its_metrics() {
+    // No fio needed: the workload is a command.
+    if !common::root_or_skip() {
+        return;
+    }
+    if !Path::new("/dev/fuse").exists() {
+        fslab::testsupport::skip("the media model needs /dev/fuse");
+        return;
+    }
+    let dir = common::workdir("fslab-media-run");
+    let text = format!(
+        "name = \"media-extra\"\nrepetitions = 1\nworkdir = \"{}\"\n\
+         [[variant]]\nname = \"card\"\nfs = \"ext4\"\nsize = \"64MiB\"\ndevice = {{ model = \"sdcard\" }}\n\
+         [[workload]]\nkind = \"command\"\ncommand = 'dd if=/dev/zero of=f bs=64k count=16 status=none && sync f'\n",
+        dir.path().join("work").display()
+    );
+    let spec = common::write_spec(dir.path(), "media.toml", &text);
+    let db = dir.path().join("r.db");
+    let out = Command::new(common::fslab_bin()).arg("run").arg(&spec).arg("--db").arg(&db).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let store = fslab::store::Store::open(&db).unwrap();
+    let id = store.latest_experiment().unwrap().unwrap();
+    let runs = store.runs(id).unwrap();
+    assert_eq!(runs.len(), 1);
+    let extras = store.run_extras(runs[0].id).unwrap();
+    let media = extras.iter().find(|(k, _)| k == "media").map(|(_, v)| v.clone());
+    let evidence: Evidence =
+        serde_json::from_value(media.unwrap_or_else(|| panic!("no media extra: {extras:?}"))).unwrap();
+    assert!(evidence.write_bytes >= 1 << 20, "{evidence:?}");
+    let stored: Vec<(String, f64)> =
+        runs[0].metrics.iter().filter(|m| m.name.starts_with("media/")).map(|m| (m.name.clone(), m.value)).collect();
+    let derived: Vec<(String, f64)> = evidence.metrics().into_iter().map(|m| (m.name, m.value)).collect();
+    assert_eq!(stored, derived);
+    let work = dir.path().join("work");
+    assert_eq!(common::testbed_dirs(&work), Vec::<String>::new());
+    assert_eq!(common::leftovers(&work.to_string_lossy()), Vec::<String>::new());
+}

@@ -133,8 +133,7 @@ fn populate(store: &mut Store, experiments: usize, per: usize) -> i64 {
                 .map(|&s| {
                     let mut r = bench_run(s, if s % 2 == 0 { "zeta" } else { "alpha" });
                     r.monitor = None;
-                    r.blocktrace = None;
-                    r.fs_snapshots.clear();
+                    r.extras.clear();
                     r.notes.clear();
                     FullRun::from_record(&r, RunStatus::Ok, None, None)
                 })
@@ -252,8 +251,7 @@ fn fleet_bench() {
                     .map(|&s| {
                         let mut r = bench_run(s, if s % 2 == 0 { "zeta" } else { "alpha" });
                         r.monitor = None;
-                        r.blocktrace = None;
-                        r.fs_snapshots.clear();
+                        r.extras.clear();
                         r.notes.clear();
                         let k = (s / 2) % 4;
                         FullRun::from_record(

@@ -219,8 +219,10 @@ pub(crate) fn full_run_with(seq: usize, disk: usize, cpus: usize) -> RunRecord {
             duration_s: 61.0,
         }),
     });
-    r.blocktrace = Some(serde_json::json!({"enabled": false, "reason": "no tracefs"}));
-    r.fs_snapshots = vec![(crate::record::EXTRA_FS_BEFORE.into(), serde_json::json!({"fstype": "ext4"}))];
+    r.extras = vec![
+        ("blocktrace".into(), serde_json::json!({"enabled": false, "reason": "no tracefs"})),
+        ("fs_before".into(), serde_json::json!({"fstype": "ext4"})),
+    ];
     r.notes = vec!["fs_after: boom".into()];
     r.place = Some(crate::record::RunPlace {
         kind: "vm".into(),
