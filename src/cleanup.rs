@@ -24,14 +24,15 @@ use crate::sys::marker::{dir_owner, owner, stale, DirOwner, MARKER};
 use crate::testbed::mount::mounted_under;
 use crate::testbed::{cgroup, loopdev, mount};
 
-/// What a cleanup pass did.
-#[derive(Debug, Default)]
+/// What a cleanup pass did (`fslab cleanup`'s document).
+#[derive(Debug, Default, serde::Serialize)]
 pub struct CleanupReport {
     pub removed: Vec<String>,
     /// Leftovers whose owning fslab process is still running (left alone).
     pub in_use: Vec<String>,
     /// Directories named like testbeds that fslab did not make (left alone).
     pub not_ours: Vec<String>,
+    /// What could not be removed, and why (also said on stderr).
     pub errors: Vec<String>,
 }
 

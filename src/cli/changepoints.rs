@@ -6,16 +6,21 @@ use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use comfy_table::{presets::ASCII_MARKDOWN, Table};
+
+use super::{offer, FormatArgs};
+use fslab::output;
+use fslab::report::documents::simulation::{ChangepointSimulation, OracleSettings};
+use fslab::report::{render, Format};
 
 use fslab::stats::changepoint::ChangePointConfig;
 use fslab::stats::gate::GateConfig;
 use fslab::stats::simulation::{
     changepoint_accuracy, changepoint_scenarios, gate_error_rates, gate_scenarios, oracle_rates, oracle_scenarios,
-    GateAgainst, StepAt,
 };
 
+/// Text is Markdown tables.
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json, Format::Markdown])))]
 pub struct SimulateChangepointsArgs {
     /// Synthetic series per change-point row.
     #[arg(long, default_value_t = 2000)]
@@ -50,9 +55,8 @@ pub struct SimulateChangepointsArgs {
     /// Gate significance level.
     #[arg(long, default_value_t = GateConfig::default().alpha, value_parser = super::values::alpha)]
     alpha: f64,
-    /// Print JSON instead of Markdown tables.
-    #[arg(long)]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 pub fn simulate(args: SimulateChangepointsArgs) -> Result<ExitCode> {
@@ -79,106 +83,14 @@ pub fn simulate(args: SimulateChangepointsArgs) -> Result<ExitCode> {
         .enumerate()
         .map(|(i, s)| oracle_rates(s, (args.min_runs, args.max_runs), args.oracle_alpha, args.steps, seed(200 + i)))
         .collect();
-    if args.json {
-        let all = serde_json::json!({
-            "changepoint": cp, "gate": gate, "changepoints": cps, "gates": gates, "oracles": oracles
-        });
-        println!("{}", serde_json::to_string_pretty(&all)?);
-        return Ok(ExitCode::SUCCESS);
-    }
-    let num = |x: f64, digits: usize| if x.is_nan() { "–".to_string() } else { format!("{x:.digits$}") };
-
-    let mut t = Table::new();
-    t.load_style(ASCII_MARKDOWN);
-    t.set_header([
-        "noise",
-        "step",
-        "where",
-        "points",
-        "series",
-        "found ±2",
-        "exact",
-        "mean |error|",
-        "false / 1000 pts",
-    ]);
-    for r in &cps {
-        let at = match r.step_at {
-            StepAt::Nowhere => "–".to_string(),
-            StepAt::Middle => "middle".to_string(),
-            StepAt::FromEnd(k) => format!("{k} from end"),
-        };
-        t.add_row([
-            format!("{:?}", r.noise).to_lowercase(),
-            if r.step_sd == 0.0 { "none".into() } else { format!("{}σ", r.step_sd) },
-            at,
-            r.length.to_string(),
-            r.series.to_string(),
-            num(r.found_pct, 1) + if r.found_pct.is_nan() { "" } else { "%" },
-            num(r.exact_pct, 1) + if r.exact_pct.is_nan() { "" } else { "%" },
-            num(r.mean_abs_error, 2),
-            num(r.false_per_1000, 2),
-        ]);
-    }
-    println!(
-        "Change points (window {}, p < {}, min segment {}, min magnitude {}):\n\n{t}\n",
-        cp.window, cp.max_p, cp.min_segment, cp.min_magnitude
-    );
-
-    let mut t = Table::new();
-    t.load_style(ASCII_MARKDOWN);
-    t.set_header([
-        "against",
-        "run CV",
-        "between",
-        "runs",
-        "baseline",
-        "checks",
-        "false alarms / 1000",
-        "false improvements / 1000",
-        "inconclusive",
-        "+5% found",
-        "+10% found",
-    ]);
-    for r in &gates {
-        t.add_row([
-            match r.against {
-                GateAgainst::History => "history".to_string(),
-                GateAgainst::Experiment => "experiment".to_string(),
-            },
-            format!("{}%", r.cv * 100.0),
-            format!("{}%", r.between * 100.0),
-            r.runs.to_string(),
-            r.history.to_string(),
-            r.checks.to_string(),
-            num(r.false_alarms_per_1000, 1),
-            num(r.false_improvements_per_1000, 1),
-            num(r.inconclusive_pct, 1) + "%",
-            num(r.detected_5_pct, 1) + "%",
-            num(r.detected_10_pct, 1) + "%",
-        ]);
-    }
-    println!(
-        "Gate (alpha {}, theta {}, history ≤ {}, min {}):\n\n{t}\n",
-        gate.alpha, gate.theta, gate.max_history, gate.min_history
-    );
-
-    let mut t = Table::new();
-    t.load_style(ASCII_MARKDOWN);
-    t.set_header(["step", "candidate is", "steps", "answered good", "answered bad", "undecided", "mean runs / side"]);
-    for r in &oracles {
-        t.add_row([
-            format!("{}σ", r.step_sd),
-            format!("{:?}", r.truth).to_lowercase(),
-            r.steps.to_string(),
-            num(r.good_pct, 2) + "%",
-            num(r.bad_pct, 2) + "%",
-            num(r.undecided_pct, 2) + "%",
-            num(r.mean_runs, 2),
-        ]);
-    }
-    println!(
-        "Bisection oracle (alpha {} per step, {} to {} runs per side, run CV 2%):\n\n{t}",
-        args.oracle_alpha, args.min_runs, args.max_runs
-    );
+    let doc = ChangepointSimulation {
+        changepoint: cp,
+        gate,
+        oracle: OracleSettings { alpha: args.oracle_alpha, min_runs: args.min_runs, max_runs: args.max_runs },
+        changepoints: cps,
+        gates,
+        oracles,
+    };
+    output::print(&render(args.format.chosen(), &doc)?)?;
     Ok(ExitCode::SUCCESS)
 }

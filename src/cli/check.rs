@@ -2,23 +2,21 @@
 //! decisive metric of the newest experiment regressed significantly
 //! against its history or a named experiment; 0 otherwise; 2 on bad usage.
 
-use std::fmt::Write;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use comfy_table::{presets::NOTHING, Cell, Table};
 
-use super::{chosen, formats, DbArg};
+use super::{offer, DbArg, FormatArgs};
 use fslab::exit;
-use fslab::history::check::{check, Against, Check};
+use fslab::history::check::{check, Against};
 use fslab::history::ExperimentSnapshot;
-use fslab::human;
 use fslab::output;
-use fslab::report::Format;
-use fslab::stats::gate::{Evidence, GateConfig};
+use fslab::report::{render, Format};
+use fslab::stats::gate::GateConfig;
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json]).help("Output format: a table, or the whole check as JSON for a CI system.")))]
 #[command(after_help = "Exit status:\n  0  no decisive metric regressed (or no --fail-on-regression)\n  \
                         1  with --fail-on-regression: a decisive metric regressed significantly\n  2  bad usage")]
 pub struct CheckArgs {
@@ -42,12 +40,8 @@ pub struct CheckArgs {
     /// Changes within ±PCT percent never fail the check.
     #[arg(long, value_name = "PCT", default_value_t = 2.0, value_parser = super::values::theta_percent)]
     theta: f64,
-    /// Output format: a table, or the whole check as JSON for a CI system.
-    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 pub fn check_cmd(args: CheckArgs) -> Result<ExitCode> {
@@ -62,53 +56,6 @@ pub fn check_cmd(args: CheckArgs) -> Result<ExitCode> {
     };
     let cfg = GateConfig { alpha: args.alpha, theta: args.theta / 100.0, ..GateConfig::default() };
     let result = check(&all, newest, args.against, args.allow_mixed, &cfg).map_err(exit::usage)?;
-    let text = match chosen(args.format, args.json) {
-        Format::Json => serde_json::to_string_pretty(&result)? + "\n",
-        _ => table(&result),
-    };
-    output::print(&text)?;
+    output::print(&render(args.format.chosen(), &result)?)?;
     Ok(ExitCode::from(if args.fail_on_regression { result.exit_status } else { 0 }))
-}
-
-fn table(c: &Check) -> String {
-    let against = match c.against {
-        Against::History => "its history".to_string(),
-        Against::Experiment(id) => format!("experiment {id}"),
-    };
-    let mut out = format!("experiment {} against {against}: {}\n", c.experiment, c.outcome);
-    let mut t = Table::new();
-    t.load_style(NOTHING);
-    t.set_header(["metric", "outcome", "change", "expected (99%)", "p adj.", "note"]);
-    for m in &c.report.metrics {
-        let expected = match &m.evidence {
-            Evidence::History(h) => format!(
-                "[{}, {}] ({} exp.)",
-                human::number(h.interval_low),
-                human::number(h.interval_high),
-                h.baseline_points
-            ),
-            Evidence::Experiment(cmp) => format!("CI {}", human::ci_pct(cmp.ci_low_pct, cmp.ci_high_pct)),
-            Evidence::None => "–".to_string(),
-        };
-        // Names are `workload/metric[ [variant]]`; evidence is told by the metric's namespace.
-        let evidence = m.name.split_once('/').is_some_and(|(_, metric)| fslab::metric::is_evidence(metric));
-        let name = match (m.decisive, evidence) {
-            (true, _) => m.name.clone(),
-            (false, true) => format!("{} (evidence)", m.name),
-            (false, false) => format!("{} (side)", m.name),
-        };
-        t.add_row(vec![
-            Cell::new(name),
-            Cell::new(m.outcome.as_str()),
-            Cell::new(human::change_pct(m.change_pct)),
-            Cell::new(expected),
-            Cell::new(human::p_value(m.p_adjusted)),
-            Cell::new(m.note.clone().unwrap_or_default()),
-        ]);
-    }
-    let _ = writeln!(out, "{t}");
-    for line in c.left_out.iter().chain(&c.mixed) {
-        let _ = writeln!(out, "note: {line}");
-    }
-    out
 }

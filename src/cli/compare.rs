@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use super::{chosen, formats, DbArg};
+use super::{offer, DbArg, FormatArgs};
 use fslab::exit;
 use fslab::history::across::{self, Mixing};
 use fslab::history::ExperimentSnapshot;
@@ -16,6 +16,7 @@ use fslab::report::{CompareReport, Format};
 use fslab::store::Store;
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json]).help("Output format: the mmtests-style table, or the rows as JSON.")))]
 pub struct CompareArgs {
     #[command(flatten)]
     db: DbArg,
@@ -43,17 +44,13 @@ pub struct CompareArgs {
     /// Equivalence band in percent (default: the experiment's, usually 2).
     #[arg(long, value_name = "PCT", value_parser = super::values::theta_percent)]
     theta: Option<f64>,
-    /// Output format: the mmtests-style table, or the rows as JSON.
-    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 pub fn compare(args: CompareArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
-    let format = chosen(args.format, args.json);
+    let format = args.format.chosen();
     if !args.experiments.is_empty() || args.by.is_some() {
         return compare_experiments(&store, &args, format);
     }
@@ -117,7 +114,7 @@ fn compare_experiments(store: &Store, args: &CompareArgs, format: Format) -> Res
         output::diagnostic(&format!("warning: mixed: {line}"));
     }
     if format == Format::Json {
-        output::print(&(serde_json::to_string_pretty(&result)? + "\n"))?;
+        output::print(&fslab::report::json::pretty(&result)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     let first = groups[0].1[0];

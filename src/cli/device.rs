@@ -6,15 +6,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{anyhow, Context, Result};
-use clap::{Args, Subcommand, ValueEnum};
-use comfy_table::Table;
+use clap::{Args, Subcommand};
 
+use super::{offer, FormatArgs};
 use fslab::exit;
-use fslab::human;
-use fslab::media::probe::{self, ModelDevice, Options, Probe, Region};
+use fslab::media::probe::{self, ModelDevice, Options, Region};
 use fslab::media::DeviceSpec;
+use fslab::report::{render, Format};
 use fslab::testbed::DeviceOptIn;
-use fslab::units::Bytes;
 
 #[derive(Args, Debug)]
 pub struct DeviceArgs {
@@ -34,6 +33,9 @@ enum DeviceCommand {
     2  usage: no --destroy-data, a bad --region or --model, a refused device (mounted, in use, not a block device)\n  \
     3  not root, or no loop/FUSE for --model\n  \
     128+N  stopped by signal N after tearing everything down")]
+// `table` was the text format's name once.
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json, Format::Toml])
+    .help("Output format; toml: the `device = { … }` line that emulates what was measured")))]
 struct ProbeArgs {
     /// The block device to probe (it is written to: needs --destroy-data).
     #[arg(value_name = "DEV", required_unless_present = "model", conflicts_with = "model")]
@@ -51,23 +53,11 @@ struct ProbeArgs {
     /// Stop each search at its first answer, fewer repetitions (seconds to half a minute on a preset).
     #[arg(long)]
     quick: bool,
-    #[arg(long, value_enum, default_value = "text")]
-    format: ProbeFormat,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
     /// Where --model's image and mounts go.
     #[arg(long, default_value = fslab::testbed::DEFAULT_WORKDIR)]
     workdir: PathBuf,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ProbeFormat {
-    #[value(alias = "table")]
-    Text,
-    Json,
-    /// The `device = { … }` line that emulates what was measured.
-    Toml,
 }
 
 pub fn device_cmd(args: DeviceArgs) -> Result<ExitCode> {
@@ -115,11 +105,7 @@ fn probe_cmd(args: ProbeArgs) -> Result<ExitCode> {
         }
         (None, None) => return Err(exit::usage(anyhow!("name a device or --model SPEC"))),
     };
-    match if args.json { ProbeFormat::Json } else { args.format } {
-        ProbeFormat::Json => fslab::output::print(&format!("{}\n", serde_json::to_string_pretty(&found)?))?,
-        ProbeFormat::Toml => fslab::output::print(&format!("{}\n", found.device_line()))?,
-        ProbeFormat::Text => fslab::output::print(&render(&found))?,
-    }
+    fslab::output::print(&render(args.format.chosen(), &found)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -136,70 +122,4 @@ fn parse_model(text: &str) -> Result<DeviceSpec> {
         toml::Value::Table(table)
     };
     DeviceSpec::parse(&value).map_err(|(key, message)| anyhow!("--model: `{key}` {message}"))
-}
-
-fn size(bytes: Option<u64>) -> String {
-    bytes.map_or("not found".into(), |b| Bytes(b).to_string())
-}
-
-fn render(p: &Probe) -> String {
-    let mut out = String::new();
-    let mut summary = Table::new();
-    summary.set_header(["figure", "value"]);
-    summary.add_row(["AU size".to_string(), size(p.au)]);
-    summary.add_row(["page size".to_string(), size(p.page)]);
-    let open = match (p.open_aus, p.au) {
-        (Some(n), _) => n.to_string(),
-        (None, Some(_)) => format!("more than {}", p.open_au_steps.len()),
-        (None, None) => "none (no AUs)".to_string(),
-    };
-    summary.add_row(["open AUs".to_string(), open]);
-    summary.add_row([
-        "linear only".to_string(),
-        p.linear_only.map_or("not measured".into(), |l| if l { "yes" } else { "no" }.into()),
-    ]);
-    for (name, line) in [("write", p.write), ("read", p.read)] {
-        if let Some(line) = line {
-            summary.add_row([
-                format!("{name}: per command, rate"),
-                format!("{}, {} MB/s", human::duration_s(line.latency_s), human::number(line.mbps)),
-            ]);
-        }
-    }
-    if let Some(copy) = p.copy_mbps {
-        summary.add_row(["GC copy rate".to_string(), format!("{} MB/s", human::number(copy))]);
-    }
-    out.push_str(&format!("{summary}\n\nAU test (write straddling a boundary vs just after it):\n"));
-    let mut au = Table::new();
-    au.set_header(["boundary", "straddling", "after", "jump"]);
-    for s in &p.au_steps {
-        au.add_row([
-            Bytes(s.boundary).to_string(),
-            human::duration_s(s.straddling_s),
-            human::duration_s(s.after_s),
-            if s.jump { "yes" } else { "" }.to_string(),
-        ]);
-    }
-    out.push_str(&format!("{au}\n\nopen-AU test (streams written round-robin):\n"));
-    let mut open = Table::new();
-    open.set_header(["streams", "MB/s"]);
-    for s in &p.open_au_steps {
-        open.add_row([s.streams.to_string(), human::number(s.mbps)]);
-    }
-    out.push_str(&format!("{open}\n\nrates:\n"));
-    let mut rates = Table::new();
-    rates.set_header(["pattern", "size", "requests", "per request", "MB/s", "IOPS"]);
-    for r in &p.rates {
-        rates.add_row([
-            r.pattern.to_string(),
-            Bytes(r.size).to_string(),
-            r.requests.to_string(),
-            human::duration_s(r.seconds),
-            human::number(r.mbps),
-            human::number(r.iops),
-        ]);
-    }
-    out.push_str(&format!("{rates}\n\n{}\n", p.device_line()));
-    out.push_str(&format!("probed {} in {}\n", p.device, human::duration_s(p.elapsed_s)));
-    out
 }

@@ -11,8 +11,12 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 
+use super::{offer, FormatArgs};
 use fslab::experiment::DEFAULT_WORKDIR;
 use fslab::kernel::{self, KernelSource};
+use fslab::output::{self, diagnostic};
+use fslab::report::documents::vm::{QemuMemory, VmProbe};
+use fslab::report::{render, Format};
 use fslab::units::{Bytes, Seconds};
 use fslab::vm::{self, Accel, Failure, VmConfig, VmError, VmSession};
 
@@ -21,7 +25,7 @@ pub enum GuestCommand {
     /// Serve a VM session's requests inside the guest (started by the session).
     #[command(hide = true)]
     GuestAgent(AgentArgs),
-    /// Boot a kernel in a VM, probe the guest, print JSON, shut down.
+    /// Boot a kernel in a VM, probe the guest, print what it found (JSON by default), shut down.
     #[command(hide = true)]
     VmProbe(Box<ProbeArgs>),
 }
@@ -34,6 +38,7 @@ pub struct AgentArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Json, Format::Text]).default_value("json")))]
 pub struct ProbeArgs {
     /// Kernel image, build tree, linux-image-*.deb or a Debian archive kernel (debian:6.1-cloud).
     kernel: PathBuf,
@@ -78,6 +83,8 @@ pub struct ProbeArgs {
     /// Keep the VM up this long after probing (Ctrl-C ends it early).
     #[arg(long, value_parser = Seconds::parse)]
     hold: Option<Seconds>,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 pub fn dispatch(command: GuestCommand) -> Result<ExitCode> {
@@ -122,14 +129,14 @@ fn vm_probe(args: ProbeArgs) -> Result<ExitCode> {
         agent: None,
         disk_media: None,
     };
-    eprintln!("vm-probe: booting {} ({})", kernel.release, kernel.source);
+    diagnostic(&format!("vm-probe: booting {} ({})", kernel.release, kernel.source));
     match probe_session(&kernel, &config, &absolute(&args.workdir)?, &args) {
         Ok(report) => {
-            println!("{}", serde_json::to_string_pretty(&report)?);
+            output::print(&render(args.format.chosen(), &report)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Err(e) if e.downcast_ref::<VmError>().is_some_and(|v| v.failure == Failure::Interrupted) => {
-            eprintln!("vm-probe: interrupted; the VM was torn down");
+            diagnostic("vm-probe: interrupted; the VM was torn down");
             Ok(ExitCode::from(130))
         }
         Err(e) => Err(e),
@@ -141,16 +148,16 @@ fn probe_session(
     config: &VmConfig,
     workdir: &Path,
     args: &ProbeArgs,
-) -> Result<serde_json::Value> {
+) -> Result<VmProbe> {
     let mut session = VmSession::boot(kernel, config, workdir)?;
-    eprintln!(
+    diagnostic(&format!(
         "vm-probe: ready after {:.1} s ({}), session {}",
         session.boot_time().as_secs_f64(),
         session.accelerator().as_str(),
         session.name()
-    );
+    ));
     for warning in session.warnings() {
-        eprintln!("vm-probe: warning: {warning}");
+        diagnostic(&format!("vm-probe: warning: {warning}"));
     }
     let started = Instant::now();
     let facts = session.probe()?;
@@ -164,7 +171,7 @@ fn probe_session(
     }
     let qemu_memory = qemu_memory(session.name());
     if let Some(hold) = &args.hold {
-        eprintln!("vm-probe: holding for {} s", hold.0.as_secs_f64());
+        diagnostic(&format!("vm-probe: holding for {} s", hold.0.as_secs_f64()));
         let until = Instant::now() + hold.0;
         while Instant::now() < until {
             if fslab::sys::signals::cancelled() {
@@ -177,29 +184,26 @@ fn probe_session(
     let summary = session.summary();
     let shutdown_started = Instant::now();
     session.shutdown().context("shutting the VM down")?;
-    Ok(serde_json::json!({
-        "kernel": kernel,
-        "vm": summary,
-        "facts": facts,
-        "probe_s": probe_s,
-        "ping_s": pings,
-        "shutdown_s": shutdown_started.elapsed().as_secs_f64(),
-        "qemu_memory_kib": qemu_memory,
-    }))
+    Ok(VmProbe {
+        kernel: kernel.clone(),
+        vm: summary,
+        facts,
+        probe_s,
+        ping_s: pings,
+        shutdown_s: shutdown_started.elapsed().as_secs_f64(),
+        qemu_memory_kib: qemu_memory,
+    })
 }
 
 /// VmRSS and RssShmem (guest RAM is a shared memfd) of the session's QEMU, in KiB.
-fn qemu_memory(name: &str) -> serde_json::Value {
-    let Some(qemu) = vm::leftovers::vm_processes()
+fn qemu_memory(name: &str) -> Option<QemuMemory> {
+    let qemu = vm::leftovers::vm_processes()
         .into_iter()
-        .find(|p| p.cmdline.contains(name) && p.cmdline.contains("qemu-system") && !p.cmdline.contains("kvm-probe"))
-    else {
-        return serde_json::Value::Null;
-    };
+        .find(|p| p.cmdline.contains(name) && p.cmdline.contains("qemu-system") && !p.cmdline.contains("kvm-probe"))?;
     use procfs_core::FromRead;
     let status = std::fs::read(format!("/proc/{}/status", qemu.pid))
         .ok()
         .and_then(|text| procfs_core::process::Status::from_read(text.as_slice()).ok());
     let field = |pick: fn(&procfs_core::process::Status) -> Option<u64>| status.as_ref().and_then(pick);
-    serde_json::json!({ "rss": field(|s| s.vmrss), "rss_shmem": field(|s| s.rssshmem), "rss_anon": field(|s| s.rssanon) })
+    Some(QemuMemory { rss: field(|s| s.vmrss), rss_shmem: field(|s| s.rssshmem), rss_anon: field(|s| s.rssanon) })
 }

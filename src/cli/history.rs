@@ -6,9 +6,9 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use super::{chosen, formats, DbArg};
+use super::{offer, DbArg, FormatArgs};
 use fslab::exit;
-use fslab::history::{self, render, ExperimentSnapshot, HistoryQuery};
+use fslab::history::{self, ExperimentSnapshot, HistoryQuery};
 use fslab::output;
 use fslab::report::Format;
 use fslab::store::Store;
@@ -46,6 +46,7 @@ impl SeriesArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json, Format::Html]).help("Output format: a table, or the series and change points as JSON.")))]
 pub struct HistoryArgs {
     /// WORKLOAD/METRIC, e.g. untar/elapsed.
     metric: String,
@@ -56,22 +57,13 @@ pub struct HistoryArgs {
     /// End the series at this experiment (default: the newest with the metric).
     #[arg(long)]
     experiment: Option<i64>,
-    /// Output format: a table, or the series and change points as JSON.
-    #[arg(long, value_parser = formats(&[Format::Text, Format::Json, Format::Html]), default_value = "text")]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 pub fn history(args: HistoryArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
     let h = args.series.history(&store, &args.metric, args.experiment)?;
-    let text = match chosen(args.format, args.json) {
-        Format::Json => serde_json::to_string_pretty(&h)? + "\n",
-        Format::Html => render::html(&h),
-        _ => render::text(&h),
-    };
-    output::print(&text)?;
+    output::print(&fslab::report::render(args.format.chosen(), &h)?)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -6,12 +6,13 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 
-use super::{chosen, formats};
+use super::{offer, FormatArgs};
 use fslab::inspect::{builtin_rules, doctor, kconfig_diff, Facts, KernelConfig};
 use fslab::output;
-use fslab::report::{render_plain, Format};
+use fslab::report::{render, Format};
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
 pub struct DoctorArgs {
     /// Also inspect the filesystem holding this path.
     path: Option<PathBuf>,
@@ -33,12 +34,8 @@ pub struct DoctorArgs {
     /// Filesystem size for offline mode (e.g. 32GiB): ext4's block-group count is estimated from it.
     #[arg(long, value_name = "SIZE", requires = "kconfig")]
     fs_size: Option<String>,
-    /// Output format.
-    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 /// `--device-kind`.
@@ -72,7 +69,7 @@ pub fn doctor_cmd(args: DoctorArgs) -> Result<ExitCode> {
     };
     let rules = builtin_rules().map_err(|e| anyhow::anyhow!("{e}"))?;
     let report = doctor(&facts, &rules);
-    output::print(&render_plain(chosen(args.format, args.json), "a doctor report", &report, |r| r.to_string())?)?;
+    output::print(&render(args.format.chosen(), &report)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -87,6 +84,7 @@ enum KconfigCommand {
     /// Differences between two kernel configs, grouped by area, with what each means for performance.
     /// Give two config files, or `--experiment ID --variants A,B` for the
     /// configs of two variants' kernels as stored with an experiment.
+    #[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
     Diff {
         #[arg(required_unless_present = "experiment")]
         a: Option<PathBuf>,
@@ -103,18 +101,14 @@ enum KconfigCommand {
         /// Only performance-relevant options.
         #[arg(long)]
         only_perf: bool,
-        /// Output format.
-        #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
-        format: Format,
-        /// Same as `--format json`.
-        #[arg(long, hide = true, conflicts_with = "format")]
-        json: bool,
+        #[command(flatten)]
+        format: FormatArgs,
     },
 }
 
 pub fn kconfig(args: KconfigArgs) -> Result<ExitCode> {
     match args.command {
-        KconfigCommand::Diff { a, b, experiment, variants, db, only_perf, format, json } => {
+        KconfigCommand::Diff { a, b, experiment, variants, db, only_perf, format } => {
             let (a, b) = match (experiment, a, b) {
                 (Some(id), _, _) => stored_configs(&db, id, &variants)?,
                 (None, Some(a), Some(b)) => (
@@ -124,7 +118,7 @@ pub fn kconfig(args: KconfigArgs) -> Result<ExitCode> {
                 _ => return Err(fslab::exit::usage(anyhow::anyhow!("give two config files or --experiment"))),
             };
             let diff = kconfig_diff(&a, &b, only_perf);
-            output::print(&render_plain(chosen(format, json), "a kconfig diff", &diff, |d| d.to_string())?)?;
+            output::print(&render(format.chosen(), &diff)?)?;
         }
     }
     Ok(ExitCode::SUCCESS)

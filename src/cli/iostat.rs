@@ -10,11 +10,10 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 
-use super::{chosen, formats};
-use fslab::iostatlog::{self, FirstReport, ParseIssue, SummaryOptions};
+use super::{offer, FormatArgs};
+use fslab::iostatlog::{self, FirstReport, LogSummaries, ParseIssue, SummaryOptions};
 use fslab::output;
-use fslab::report::json::pretty;
-use fslab::report::{render_plain, Format};
+use fslab::report::{render, Format};
 
 /// `fslab iostat …`
 #[derive(Args, Debug)]
@@ -106,34 +105,36 @@ impl SummaryArgs {
     }
 }
 
+// Rows are streamed as they are read (memory does not grow with the logs),
+// so `parse` writes its two formats itself rather than build a Document.
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Json, Format::Csv]).default_value("json")
+    .help("json: every file with its samples; csv: one row per sample")))]
 struct ParseArgs {
     /// iostat log files.
     #[arg(required = true)]
     logs: Vec<PathBuf>,
-    /// json: every file with its samples; csv: one row per sample.
-    #[arg(long, value_parser = formats(&[Format::Json, Format::Csv]), default_value = "json")]
-    format: Format,
+    #[command(flatten)]
+    format: FormatArgs,
     #[command(flatten)]
     read: ReadOpts,
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])
+    .help(r#"Output format; json is `{"files":[{"path":…,"devices":[…]}]}`"#)))]
 struct SummarizeArgs {
     /// iostat log files.
     #[arg(required = true)]
     logs: Vec<PathBuf>,
-    /// Output format; json is `{"files":[{"path":…,"devices":[…]}]}`.
-    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
     #[command(flatten)]
     summary: SummaryArgs,
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
 struct CompareLogsArgs {
     /// Baseline log.
     a: PathBuf,
@@ -142,12 +143,8 @@ struct CompareLogsArgs {
     /// Only this device (default: same names; a single device per log is paired whatever its name).
     #[arg(long)]
     device: Option<String>,
-    /// Output format.
-    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
     #[command(flatten)]
     summary: SummaryArgs,
 }
@@ -191,7 +188,7 @@ fn parse(args: ParseArgs) -> Result<ExitCode> {
     // Rows are written as they are read: memory does not grow with the logs.
     let paths: Vec<&Path> = args.logs.iter().map(PathBuf::as_path).collect();
     let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
-    let written = match args.format {
+    let written = match args.format.chosen() {
         Format::Csv => iostatlog::rows::write_csv(&paths, args.read.lenient, &mut out, &mut warn_skipped),
         _ => iostatlog::rows::write_json(&paths, args.read.lenient, &mut out, &mut warn_skipped),
     };
@@ -210,12 +207,7 @@ fn summaries(paths: &[&PathBuf], args: &SummaryArgs) -> Result<Vec<iostatlog::Fi
 
 fn summarize(args: SummarizeArgs) -> Result<ExitCode> {
     let files = summaries(&args.logs.iter().collect::<Vec<_>>(), &args.summary)?;
-    let format = chosen(args.format, args.json);
-    let text = match format {
-        Format::Json => pretty(&serde_json::json!({ "files": files }))?,
-        other => render_plain(other, "iostat summaries", &files, |f| iostatlog::render_summaries(f))?,
-    };
-    output::print(&text)?;
+    output::print(&render(args.format.chosen(), &LogSummaries { files })?)?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -225,12 +217,7 @@ fn compare(args: CompareLogsArgs) -> Result<ExitCode> {
     if c.devices.is_empty() {
         bail!("no device appears in both logs ({})", c.unpaired.join("; "));
     }
-    output::print(&render_plain(
-        chosen(args.format, args.json),
-        "an iostat comparison",
-        &c,
-        iostatlog::render_comparison,
-    )?)?;
+    output::print(&render(args.format.chosen(), &c)?)?;
     Ok(ExitCode::SUCCESS)
 }
 

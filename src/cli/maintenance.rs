@@ -6,23 +6,24 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Args;
 
-use super::{chosen, formats, DbArg};
+use super::{offer, DbArg, FormatArgs};
 use fslab::cleanup::cleanup as cleanup_stale;
 use fslab::output;
-use fslab::report::Format;
+use fslab::report::{render, Format};
 use fslab::store::{ExperimentMeta, ExperimentSummary};
 use fslab::testbed::workdirs;
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Json, Format::Csv]).default_value("json")
+    .help("json: the experiment and every run; csv: one row per run × metric.")))]
 pub struct ExportArgs {
     #[command(flatten)]
     db: DbArg,
     /// Experiment id (default: the newest).
     #[arg(long)]
     experiment: Option<i64>,
-    /// json: the experiment and every run; csv: one row per run × metric.
-    #[arg(long, value_parser = formats(&[Format::Json, Format::Csv]), default_value = "json")]
-    format: Format,
+    #[command(flatten)]
+    format: FormatArgs,
     /// Write here instead of standard output.
     #[arg(short, long)]
     output: Option<PathBuf>,
@@ -31,7 +32,7 @@ pub struct ExportArgs {
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
-    let text = args.format.exporter().runs(&store, id)?;
+    let text = args.format.chosen().exporter().runs(&store, id)?;
     match args.output {
         Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?,
         None => output::print(&text)?,
@@ -40,15 +41,12 @@ pub fn export(args: ExportArgs) -> Result<ExitCode> {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json]).help("Output format: one line per experiment, or JSON (with each experiment's uuid, campaign and tags).")))]
 pub struct ListArgs {
     #[command(flatten)]
     db: DbArg,
-    /// Output format: one line per experiment, or JSON (with each experiment's uuid, campaign and tags).
-    #[arg(long, value_parser = formats(&[Format::Text, Format::Json]), default_value = "text")]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 /// One experiment of `fslab list --format json`: the summary's keys, then
@@ -67,20 +65,21 @@ pub fn list(args: ListArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
     // The store reports a `running` experiment whose fslab is gone as interrupted.
     let list = store.list_experiments()?;
-    let format = chosen(args.format, args.json);
+    let format = args.format.chosen();
     if format == Format::Json {
         let entries = list
             .into_iter()
             .map(|summary| list_entry(&summary, &store.experiment_meta(summary.id)?))
             .collect::<Result<Vec<_>>>()?;
-        output::print(&(serde_json::to_string_pretty(&entries)? + "\n"))?;
+        output::print(&fslab::report::json::pretty(&entries)?)?;
         return Ok(ExitCode::SUCCESS);
     }
-    output::print(&chosen(args.format, args.json).exporter().experiments(&list)?)?;
+    output::print(&format.exporter().experiments(&list)?)?;
     Ok(ExitCode::SUCCESS)
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
 pub struct CleanupArgs {
     /// Work directories to clean (default: /var/tmp/fslab and every work directory fslab has recorded, plus
     /// what fslab left system-wide). With --workdir, only what belongs to these: their testbeds' cgroups, VMs,
@@ -90,6 +89,8 @@ pub struct CleanupArgs {
     /// Also remove testbeds of fslab processes that are still running.
     #[arg(long)]
     all: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 pub fn cleanup(args: CleanupArgs) -> Result<ExitCode> {
@@ -103,22 +104,9 @@ pub fn cleanup(args: CleanupArgs) -> Result<ExitCode> {
         fslab::cleanup::cleanup_only(&args.workdir, args.all)
     };
     fslab::runner::owner::remove_stale_registrations();
-    let mut text = String::new();
-    for item in &report.removed {
-        text.push_str(&format!("removed {item}\n"));
-    }
-    for item in &report.in_use {
-        text.push_str(&format!("left alone (its fslab is still running): {item}\n"));
-    }
-    for item in &report.not_ours {
-        text.push_str(&format!("left alone (not made by fslab): {item}\n"));
-    }
-    if report.removed.is_empty() && report.errors.is_empty() {
-        text.push_str("nothing to clean up\n");
-    }
     for error in &report.errors {
         output::diagnostic(&format!("could not remove {error}"));
     }
-    output::print(&text)?;
+    output::print(&render(args.format.chosen(), &report)?)?;
     Ok(if report.errors.is_empty() { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }

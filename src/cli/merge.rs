@@ -7,12 +7,15 @@ use std::process::ExitCode;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use super::{offer, FormatArgs};
 use fslab::output;
-use fslab::report::Format;
+use fslab::report::documents::merge::{MergeSummary, MergedSource};
+use fslab::report::{render, Format};
 use fslab::store::merge::merge as merge_into;
 use fslab::store::{Store, StoreLocation};
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json]).help("Output format of what was merged")))]
 pub struct MergeArgs {
     /// Stores to copy from: SQLite files or PostgreSQL URLs.
     #[arg(required = true, value_name = "SOURCE")]
@@ -24,16 +27,11 @@ pub struct MergeArgs {
     /// stored into the target too, when it holds their experiment.
     #[arg(long, value_name = "WORKDIR")]
     spool: Vec<std::path::PathBuf>,
-    /// Output format of what was merged on stdout.
-    #[arg(long, value_parser = super::formats(&[Format::Text, Format::Json]), default_value = "text")]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 pub fn merge(args: MergeArgs) -> Result<ExitCode> {
-    let json = super::chosen(args.format, args.json) == Format::Json;
     for s in &args.sources {
         if *s == args.into {
             bail!("{s} is both a source and the target (--into); merge it into another store");
@@ -46,26 +44,17 @@ pub fn merge(args: MergeArgs) -> Result<ExitCode> {
         .map(|s| Store::open_existing(s).with_context(|| format!("opening source {s}")))
         .collect::<Result<_>>()?;
     let mut target = Store::open_or_create(&args.into).with_context(|| format!("opening {}", args.into))?;
-    let mut reports = Vec::new();
+    let mut merged = Vec::new();
     for (loc, source) in args.sources.iter().zip(&sources) {
-        let report = merge_into(&mut target, source)?;
-        if !json {
-            println!("{loc}: {report}");
-        }
-        reports.push(serde_json::json!({ "source": loc.to_string(), "merged": report }));
+        merged.push(MergedSource { source: loc.to_string(), merged: merge_into(&mut target, source)? });
     }
     for workdir in &args.spool {
         for line in target.merge_spool(workdir)? {
             output::diagnostic(&line);
         }
     }
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "into": args.into.to_string(), "sources": reports }))?
-        );
-    } else {
-        output::diagnostic(&format!("merged {} store(s) into {}", reports.len(), args.into));
-    }
+    let summary = MergeSummary { into: args.into.to_string(), sources: merged };
+    output::print(&render(args.format.chosen(), &summary)?)?;
+    output::diagnostic(&format!("merged {} store(s) into {}", summary.sources.len(), args.into));
     Ok(ExitCode::SUCCESS)
 }

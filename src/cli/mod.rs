@@ -87,6 +87,32 @@ pub fn formats(allowed: &'static [Format]) -> impl TypedValueParser<Value = Form
         .try_map(|name: String| Format::from_str(&name, false))
 }
 
+/// `--format`, and `--json`, its hidden alias that older scripts may still
+/// pass: one group flattened into every command that prints results (uv's
+/// shared arg groups). A command names the formats it can write, and its
+/// default when not text, with `#[command(mut_arg("format", |a| offer(a, &[…])))]`.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct FormatArgs {
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Same as `--format json`.
+    #[arg(long, hide = true, conflicts_with = "format")]
+    pub json: bool,
+}
+
+impl FormatArgs {
+    /// The format asked for.
+    pub fn chosen(self) -> Format {
+        chosen(self.format, self.json)
+    }
+}
+
+/// Narrows a flattened [`FormatArgs`]' `--format` to the `allowed` formats.
+pub fn offer(arg: clap::Arg, allowed: &'static [Format]) -> clap::Arg {
+    arg.value_parser(formats(allowed))
+}
+
 /// The chosen format: `--format`, or `json` for the hidden `--json` that
 /// older scripts may still pass.
 pub fn chosen(format: Format, json: bool) -> Format {
@@ -216,6 +242,73 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             let spec: fslab::media::DeviceSpec =
                 serde_json::from_str(&args.spec).map_err(|e| anyhow::anyhow!("--spec: {e}"))?;
             fslab::media::serve::serve(&spec, &args.image, &args.mountpoint).map(|()| ExitCode::SUCCESS)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// Commands that print no results on stdout, only diagnostics on stderr
+    /// (or write their result to a file they are given), so `--format` would
+    /// choose nothing.
+    const NO_RESULTS: &[&str] = &[
+        // Serves a VM session's requests inside the guest; talks through files.
+        "guest-agent",
+        // Serves an image through a media model (FUSE) until stopped.
+        "media-serve",
+        // Writes the log to `--output`; stdout stays empty.
+        "iostat record",
+        // Writes one HTML file (`--output`); HTML is its only form.
+        "iostat report",
+    ];
+
+    /// Every leaf subcommand, as `parent child`.
+    fn leaves(cmd: &clap::Command, prefix: &str, out: &mut Vec<(String, clap::Command)>) {
+        for sub in cmd.get_subcommands() {
+            let name =
+                if prefix.is_empty() { sub.get_name().to_string() } else { format!("{prefix} {}", sub.get_name()) };
+            if sub.has_subcommands() {
+                leaves(sub, &name, out);
+            } else {
+                out.push((name, sub.clone()));
+            }
+        }
+    }
+
+    /// Every command that prints results takes `--format`, and `--json` as
+    /// its hidden alias wherever it can write JSON.
+    #[test]
+    fn every_result_printing_command_takes_format() {
+        let mut all = Vec::new();
+        leaves(&super::Cli::command(), "", &mut all);
+        let mut missing = Vec::new();
+        for (name, cmd) in &all {
+            if NO_RESULTS.contains(&name.as_str()) {
+                assert!(
+                    cmd.get_arguments().all(|a| a.get_id() != "format"),
+                    "{name} takes --format: drop it from NO_RESULTS"
+                );
+                continue;
+            }
+            let Some(format) = cmd.get_arguments().find(|a| a.get_id() == "format") else {
+                missing.push(format!("{name}: no --format"));
+                continue;
+            };
+            let json = format.get_possible_values().iter().any(|v| v.get_name() == "json");
+            match cmd.get_arguments().find(|a| a.get_id() == "json") {
+                Some(alias) if json => assert!(alias.is_hide_set(), "{name}: --json should be hidden"),
+                None if json => missing.push(format!("{name}: no hidden --json alias of --format json")),
+                _ => {}
+            }
+        }
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
+        // The walk saw the commands this test is about.
+        for name in
+            ["kernel list", "kernel prune", "merge", "simulate", "vm-probe", "device probe", "run", "quickstart"]
+        {
+            assert!(all.iter().any(|(n, _)| n == name), "{name} not found");
         }
     }
 }

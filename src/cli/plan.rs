@@ -7,12 +7,13 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 
-use super::DbArg;
-use fslab::analysis::{compare_config, plan, render_plan, stored_noise};
+use super::{offer, DbArg, FormatArgs};
+use fslab::analysis::{compare_config, plan, stored_noise};
 use fslab::exit;
 use fslab::experiment::{self, Repetitions};
 use fslab::output;
-use fslab::report::Format;
+use fslab::report::documents::plan::RunPlan;
+use fslab::report::{render, Format};
 use fslab::runner::{self, progress::Console, RunOptions};
 
 /// `plan`'s exit status (it measures nothing unless `--pilot`).
@@ -26,6 +27,7 @@ Exit status:
 
 #[derive(Args, Debug)]
 #[command(after_help = PLAN_EXIT)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
 pub struct PlanArgs {
     /// Experiment file (TOML).
     file: PathBuf,
@@ -38,12 +40,8 @@ pub struct PlanArgs {
     /// the file first and plan from their noise (stored like any run).
     #[arg(long, value_name = "ROUNDS")]
     pilot: Option<u32>,
-    /// Output format of the plan on stdout.
-    #[arg(long, value_parser = super::formats(&[Format::Text, Format::Json]), default_value = "text")]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 /// `5%`, `5` or `0.5%` → a fraction (0.05, 0.05, 0.005).
@@ -90,16 +88,12 @@ pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
     }
     let cfg = compare_config(&exp);
     let lines = plan(&exp, &noise, args.detect);
-    if super::chosen(args.format, args.json) == Format::Json {
-        output::print(&format!("{}\n", serde_json::to_string_pretty(&lines)?))?;
-        return Ok(ExitCode::SUCCESS);
-    }
     let reps = match exp.repetitions {
         Repetitions::Fixed(n) => format!("repetitions = {n}"),
         Repetitions::Adaptive { min, max } => format!("repetitions = {{ min = {min}, max = {max} }}"),
     };
-    let mut text = format!(
-        "plan for `{}` ({reps}, θ = {}%, α = {}), to detect {}% with {:.0}% power; noise from {} earlier experiment(s):\n\n",
+    let heading = format!(
+        "plan for `{}` ({reps}, θ = {}%, α = {}), to detect {}% with {:.0}% power; noise from {} earlier experiment(s):",
         exp.name,
         exp.theta * 100.0,
         exp.alpha,
@@ -107,17 +101,10 @@ pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
         cfg.power * 100.0,
         noise.iter().flat_map(|n| n.experiments.iter()).collect::<std::collections::BTreeSet<_>>().len()
     );
-    text.push_str(&render_plan(&lines, cfg.power));
-    text.push_str(&format!(
-        "\nfixed runs: runs per variant a fixed-n experiment needs; power@max: chance this file's design ends \
-         `regressed` at that change; detects@max: smallest change it finds with {:.0}% power; no-change@: runs \
-         per variant for an {:.0}% chance of `no-change` when nothing changed.\n",
-        cfg.power * 100.0,
-        cfg.power * 100.0
-    ));
-    output::print(&text)?;
+    let warnings: Vec<String> = lines.iter().filter_map(|l| l.reach_warning(exp.theta)).collect();
+    output::print(&render(args.format.chosen(), &RunPlan { lines, heading, power: cfg.power })?)?;
     // Warnings are diagnostics: on standard error, each on its own line.
-    for line in lines.iter().filter_map(|l| l.reach_warning(exp.theta)) {
+    for line in warnings {
         output::diagnostic(&format!("warning: {line}"));
     }
     Ok(ExitCode::SUCCESS)

@@ -7,11 +7,12 @@ use anyhow::Result;
 use clap::Args;
 
 use super::compare::print_comparison;
-use super::DbArg;
+use super::{offer, DbArg, FormatArgs};
 use fslab::exit::{self, Exit};
 use fslab::experiment::{self, Experiment};
 use fslab::output;
-use fslab::report::Format;
+use fslab::report::documents::plan::DryRun;
+use fslab::report::{render, Format};
 use fslab::runner::fleet::{self, CampaignShard};
 use fslab::runner::{self, progress::Console, RunOptions};
 use fslab::store::Store;
@@ -19,6 +20,8 @@ use fslab::testbed::DeviceOptIn;
 
 #[derive(Args, Debug)]
 #[command(after_help = exit::HELP)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])
+    .help("Output format of the comparison printed at the end (or of --dry-run's plan).")))]
 pub struct RunArgs {
     /// Experiment file (TOML).
     file: PathBuf,
@@ -70,6 +73,8 @@ pub struct CommonRunArgs {
     /// and fslab version are recorded automatically (a --tag of the same key replaces them).
     #[arg(long = "tag", value_name = "KEY=VALUE", value_parser = tag_arg)]
     tags: Vec<(String, String)>,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 fn tag_arg(text: &str) -> std::result::Result<(String, String), String> {
@@ -77,6 +82,8 @@ fn tag_arg(text: &str) -> std::result::Result<(String, String), String> {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])
+    .help("Output format of the comparison printed at the end (--show prints the experiment file).")))]
 pub struct QuickstartArgs {
     #[command(flatten)]
     db: DbArg,
@@ -130,17 +137,10 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
             exp.workdir = dir.clone();
         }
         runner::dry_run_checks(&exp, &opts)?;
-        let mut plan = fslab::experiment::plan::describe(&exp);
-        if let Some(d) = &opts.device {
-            plan.push_str(&format!(
-                "\ndevice: {} (checked: a spare block device; every block testbed is formatted on it)\n",
-                d.path.display()
-            ));
-        }
-        output::print(&plan)?;
-        if let Some(c) = &opts.campaign {
-            output::print(&format!("{}\n", fleet::describe(&exp, c)))?;
-        }
+        let mut plan = DryRun::new(&exp);
+        plan.device = opts.device.as_ref().map(|d| d.path.clone());
+        plan.shard = opts.campaign.as_ref().map(|c| fleet::describe(&exp, c));
+        output::print(&render(args.common.format.chosen(), &plan)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     execute(exp, &args.db, &args.common, opts)
@@ -187,7 +187,8 @@ fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: Ru
         output::diagnostic(&campaign.describe());
     }
     // The experiment is stored: a reader that went away (`| head`) changes nothing about how it went.
-    match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), Format::Text) {
+    let format = common.format.chosen();
+    match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), format) {
         Err(e) if output::is_broken_pipe(&e) => output::stdout_gone(),
         r => r?,
     }

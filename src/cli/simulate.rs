@@ -6,11 +6,16 @@ use std::process::ExitCode;
 use anyhow::{anyhow, Result};
 use clap::Args;
 
+use super::{offer, FormatArgs};
 use fslab::exit;
 use fslab::output;
-use fslab::stats::verdict_sim::{render, SimConfig, EXPLORE, TABLES};
+use fslab::report::documents::simulation::{SimulationTables, VerdictSimulation};
+use fslab::report::{render, Format};
+use fslab::stats::verdict_sim::SimConfig;
 
+/// Text is Markdown.
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json, Format::Markdown])))]
 pub struct SimulateArgs {
     /// Tables to compute (default: all but `explore`); `--list` names them.
     tables: Vec<String>,
@@ -23,22 +28,21 @@ pub struct SimulateArgs {
     /// List the tables and exit.
     #[arg(long)]
     list: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 pub fn simulate(args: SimulateArgs) -> Result<ExitCode> {
+    let format = args.format.chosen();
     if args.list {
-        let list: String = TABLES
-            .iter()
-            .chain(std::iter::once(&EXPLORE))
-            .map(|(name, title, _)| format!("{name:20} {title}\n"))
-            .collect();
-        output::print(&list)?;
+        output::print(&render(format, &SimulationTables::all())?)?;
         return Ok(ExitCode::SUCCESS);
     }
     if args.experiments == 0 {
         return Err(exit::usage(anyhow!("--experiments must be at least 1")));
     }
     let sim = SimConfig { experiments: args.experiments, threads: args.threads.max(1) };
-    output::print(&render(&args.tables, &sim).map_err(|e| exit::usage(anyhow!(e)))?)?;
+    let doc = VerdictSimulation::run(&args.tables, &sim).map_err(|e| exit::usage(anyhow!(e)))?;
+    output::print(&render(format, &doc)?)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -1,12 +1,19 @@
 //! `fslab check`: the newest experiment against its history or against one
 //! named experiment, by the gate rule of [`crate::stats::gate`].
 
+use std::fmt::Write;
+
+use comfy_table::{presets::NOTHING, Cell, Table};
+
+use crate::human;
 use crate::stored::ExperimentStatus;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
 use super::{differences, history, ExperimentSnapshot, HistoryQuery};
-use crate::stats::gate::{check_experiment, check_history, GateConfig, GateReport, MetricHistory, MetricRuns};
+use crate::stats::gate::{
+    check_experiment, check_history, Evidence, GateConfig, GateReport, MetricHistory, MetricRuns,
+};
 use crate::stats::history::HistoryPoint;
 
 /// What the newest experiment is checked against.
@@ -149,4 +156,58 @@ pub fn check(
         mixed,
         report,
     })
+}
+
+/// `fslab check`: a table (the JSON is the whole check, for a CI system).
+impl crate::report::Document for Check {
+    fn what(&self) -> &'static str {
+        "a check"
+    }
+
+    fn text(&self) -> String {
+        table(self)
+    }
+}
+
+fn table(c: &Check) -> String {
+    let against = match c.against {
+        Against::History => "its history".to_string(),
+        Against::Experiment(id) => format!("experiment {id}"),
+    };
+    let mut out = format!("experiment {} against {against}: {}\n", c.experiment, c.outcome);
+    let mut t = Table::new();
+    t.load_style(NOTHING);
+    t.set_header(["metric", "outcome", "change", "expected (99%)", "p adj.", "note"]);
+    for m in &c.report.metrics {
+        let expected = match &m.evidence {
+            Evidence::History(h) => format!(
+                "[{}, {}] ({} exp.)",
+                human::number(h.interval_low),
+                human::number(h.interval_high),
+                h.baseline_points
+            ),
+            Evidence::Experiment(cmp) => format!("CI {}", human::ci_pct(cmp.ci_low_pct, cmp.ci_high_pct)),
+            Evidence::None => "–".to_string(),
+        };
+        // Names are `workload/metric[ [variant]]`; evidence is told by the metric's namespace.
+        let evidence = m.name.split_once('/').is_some_and(|(_, metric)| crate::metric::is_evidence(metric));
+        let name = match (m.decisive, evidence) {
+            (true, _) => m.name.clone(),
+            (false, true) => format!("{} (evidence)", m.name),
+            (false, false) => format!("{} (side)", m.name),
+        };
+        t.add_row(vec![
+            Cell::new(name),
+            Cell::new(m.outcome.as_str()),
+            Cell::new(human::change_pct(m.change_pct)),
+            Cell::new(expected),
+            Cell::new(human::p_value(m.p_adjusted)),
+            Cell::new(m.note.clone().unwrap_or_default()),
+        ]);
+    }
+    let _ = writeln!(out, "{t}");
+    for line in c.left_out.iter().chain(&c.mixed) {
+        let _ = writeln!(out, "note: {line}");
+    }
+    out
 }

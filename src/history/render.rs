@@ -8,6 +8,7 @@ use super::{History, SeriesPoint};
 use crate::human;
 use crate::report::html::page;
 use crate::report::svg::{self, esc, Line};
+use crate::report::Document;
 use crate::stats::changepoint::ChangePoint;
 
 /// Tags every experiment carries, left out of the table's tag column.
@@ -151,4 +152,19 @@ pub fn html(h: &History) -> String {
     }
     body.push_str("</table>");
     page(&format!("fslab history: {}/{}", h.workload, h.metric), &body)
+}
+
+/// `fslab history`: the table, the JSON series, or the HTML chart.
+impl Document for History {
+    fn what(&self) -> &'static str {
+        "a metric's history"
+    }
+
+    fn text(&self) -> String {
+        text(self)
+    }
+
+    fn html(&self) -> Option<String> {
+        Some(html(self))
+    }
 }

@@ -106,6 +106,34 @@ pub fn summarize_file(
     Ok(summary)
 }
 
+/// `fslab iostat summarize`: the summary of each log. JSON:
+/// `{"files":[{"path":…,"devices":[…]}]}`.
+#[derive(Debug, serde::Serialize)]
+pub struct LogSummaries {
+    pub files: Vec<FileSummary>,
+}
+
+impl crate::report::Document for LogSummaries {
+    fn what(&self) -> &'static str {
+        "iostat summaries"
+    }
+
+    fn text(&self) -> String {
+        render_summaries(&self.files)
+    }
+}
+
+/// `fslab iostat compare`.
+impl crate::report::Document for LogComparison {
+    fn what(&self) -> &'static str {
+        "an iostat comparison"
+    }
+
+    fn text(&self) -> String {
+        render_comparison(self)
+    }
+}
+
 /// Plain-text rendering of summaries, one block per file and device.
 pub fn render_summaries(files: &[FileSummary]) -> String {
     use crate::human::{with_unit, NONE};

@@ -3,7 +3,7 @@
 use anyhow::Result;
 
 use super::data::ReportData;
-use super::{unsupported, CompareReport, Exporter, Format};
+use super::{unsupported, CompareReport, Document, Exporter, Format};
 use crate::store::{ExperimentSummary, Store};
 
 pub struct Csv;
@@ -24,5 +24,9 @@ impl Exporter for Csv {
 
     fn experiments(&self, _: &[ExperimentSummary]) -> Result<String> {
         unsupported(Format::Csv, "the experiment list")
+    }
+
+    fn document(&self, doc: &dyn Document) -> Result<String> {
+        doc.csv().unwrap_or_else(|| unsupported(Format::Csv, doc.what()))
     }
 }

@@ -4,7 +4,7 @@ use anyhow::Result;
 use serde::Serialize;
 
 use super::data::ReportData;
-use super::{unsupported, CompareReport, Exporter, Format};
+use super::{unsupported, CompareReport, Document, Exporter, Format};
 use crate::store::{ExperimentSummary, Store};
 
 pub struct Json;
@@ -55,5 +55,9 @@ impl Exporter for Json {
     /// An array of `{id, name, created_at, status, runs_ok, runs_failed}`.
     fn experiments(&self, list: &[ExperimentSummary]) -> Result<String> {
         pretty(list)
+    }
+
+    fn document(&self, doc: &dyn Document) -> Result<String> {
+        doc.to_json()
     }
 }

@@ -9,7 +9,7 @@ use anyhow::Result;
 use super::data::ReportData;
 use super::describe::VARIANT_ROWS;
 use super::summary::{Cell, EVIDENCE_INTRO, VERDICT_COLUMNS};
-use super::{unsupported, CompareReport, Exporter, Format};
+use super::{unsupported, CompareReport, Document, Exporter, Format};
 use crate::analysis::ComparisonRow;
 use crate::human;
 use crate::store::{ExperimentSummary, Store};
@@ -31,6 +31,10 @@ impl Exporter for Markdown {
 
     fn experiments(&self, _: &[ExperimentSummary]) -> Result<String> {
         unsupported(Format::Markdown, "the experiment list")
+    }
+
+    fn document(&self, doc: &dyn Document) -> Result<String> {
+        doc.markdown().map_or_else(|| unsupported(Format::Markdown, doc.what()), Ok)
     }
 }
 

@@ -5,13 +5,17 @@
 //!
 //! [`Format`] is the one `--format` enum of every command; each format is an
 //! [`Exporter`] that renders every document fslab prints, or says it does
-//! not. What a report says (the headline, the verdict columns, the notes
+//! not. Besides the four documents the exporters know by type, every
+//! other thing a command prints is a [`Document`]: plain data whose JSON
+//! form is its serde shape and whose text (and CSV, Markdown or TOML, where
+//! they make sense) it writes itself, rendered through the same trait. What a report says (the headline, the verdict columns, the notes
 //! of a row) is decided once in [`summary`]; numbers are written by
 //! [`crate::human`].
 
 pub mod csv;
 pub mod data;
 pub mod describe;
+pub mod documents;
 #[cfg(test)]
 pub mod fixture;
 pub mod html;
@@ -21,6 +25,7 @@ pub mod places;
 pub mod summary;
 pub mod svg;
 pub mod text;
+pub mod toml;
 
 use std::fmt;
 
@@ -43,6 +48,8 @@ pub enum Format {
     Markdown,
     /// One self-contained HTML page with inline SVG charts.
     Html,
+    /// Experiment-file text (TOML), to paste into an experiment.
+    Toml,
 }
 
 impl Format {
@@ -54,6 +61,7 @@ impl Format {
             Format::Csv => &csv::Csv,
             Format::Markdown => &markdown::Markdown,
             Format::Html => &html::Html,
+            Format::Toml => &toml::Toml,
         }
     }
 
@@ -65,6 +73,7 @@ impl Format {
             Format::Csv => "csv",
             Format::Markdown => "markdown",
             Format::Html => "html",
+            Format::Toml => "toml",
         }
     }
 }
@@ -100,6 +109,53 @@ pub trait Exporter: Sync {
     fn runs(&self, store: &Store, experiment_id: i64) -> Result<String>;
     /// `fslab list`.
     fn experiments(&self, list: &[ExperimentSummary]) -> Result<String>;
+    /// Everything else a command prints.
+    fn document(&self, doc: &dyn Document) -> Result<String>;
+}
+
+/// A thing a command prints (a kernel list, a merge summary, a device
+/// probe …): plain data. JSON is its serde shape (through [`ToJson`]); text
+/// it writes itself; the other formats only where they make sense (`None`:
+/// the format cannot write it, and the command does not offer it).
+pub trait Document: ToJson {
+    /// What it is, for the error of a format that cannot write it ("a kernel list").
+    fn what(&self) -> &'static str;
+    /// Plain text for a terminal.
+    fn text(&self) -> String;
+    /// Comma-separated values with a header line.
+    fn csv(&self) -> Option<Result<String>> {
+        None
+    }
+    /// GitHub-flavoured Markdown.
+    fn markdown(&self) -> Option<String> {
+        None
+    }
+    /// One self-contained HTML page.
+    fn html(&self) -> Option<String> {
+        None
+    }
+    /// Experiment-file text.
+    fn toml(&self) -> Option<String> {
+        None
+    }
+}
+
+/// A document's serde shape as pretty JSON ([`json::pretty`]), callable
+/// through `dyn Document` (serde's `Serialize` is not object-safe); every
+/// `Serialize` type has it.
+pub trait ToJson {
+    fn to_json(&self) -> Result<String>;
+}
+
+impl<T: Serialize> ToJson for T {
+    fn to_json(&self) -> Result<String> {
+        json::pretty(self)
+    }
+}
+
+/// `doc` in `format`: what every command that prints a [`Document`] calls.
+pub fn render(format: Format, doc: &dyn Document) -> Result<String> {
+    format.exporter().document(doc)
 }
 
 /// The error for a document a format cannot write.
@@ -107,9 +163,8 @@ pub fn unsupported<T>(format: Format, document: &str) -> Result<T> {
     bail!("{document} cannot be written as {format}")
 }
 
-/// Documents whose JSON form is their serde shape and whose text form
-/// their own module writes (doctor reports, kconfig diffs, iostat
-/// summaries, bisect results), so they follow the same `--format`.
+/// Text or JSON of a value whose text form a closure writes: the bisect
+/// commands' results (which are not [`Document`]s yet).
 pub fn render_plain<T: Serialize>(
     format: Format,
     document: &str,

@@ -18,7 +18,7 @@ use comfy_table::{presets::NOTHING, Cell, CellAlignment, Table};
 
 use super::data::ReportData;
 use super::summary::{notes, Headline};
-use super::{unsupported, CompareReport, Exporter, Format};
+use super::{unsupported, CompareReport, Document, Exporter, Format};
 use crate::analysis::ComparisonRow;
 use crate::human;
 use crate::stats::Verdict;
@@ -50,6 +50,10 @@ impl Exporter for Text {
             )?;
         }
         Ok(out)
+    }
+
+    fn document(&self, doc: &dyn Document) -> Result<String> {
+        Ok(doc.text())
     }
 }
 

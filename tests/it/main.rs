@@ -22,6 +22,7 @@ mod examples;
 mod experiment;
 mod filemix;
 mod fleet;
+mod formats;
 mod fsinternal;
 mod history_cli;
 mod inspect_cli;

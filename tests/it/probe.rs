@@ -30,8 +30,12 @@ fn timing_device_probe_recovers_each_flash_presets_au_and_open_au_limit() {
     let probes: Vec<(&str, std::process::Child)> = ["sdcard", "emmc", "usb-stick"]
         .into_iter()
         .map(|preset| {
+            // One of them asks with the hidden `--json`, the others with `--format json`.
+            let json: &[&str] = if preset == "usb-stick" { &["--json"] } else { &["--format", "json"] };
             let child = Command::new(common::fslab_bin())
-                .args(["device", "probe", "--model", preset, "--quick", "--format", "json", "--workdir"])
+                .args(["device", "probe", "--model", preset, "--quick"])
+                .args(json)
+                .arg("--workdir")
                 .arg(work.path())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())

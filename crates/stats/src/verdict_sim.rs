@@ -827,34 +827,43 @@ pub const TABLES: &[SimTable] = &[
 /// how the design was chosen).
 pub const EXPLORE: SimTable = ("explore", "Candidate sequential designs", table_explore);
 
-/// Render the named tables (all of [`TABLES`] when `names` is empty) as
-/// Markdown, with the time each took.
-pub fn render(names: &[String], sim: &SimConfig) -> Result<String, String> {
+/// The named tables (all of [`TABLES`] when `names` is empty), or which
+/// name is unknown.
+pub fn select(names: &[String]) -> Result<Vec<Table>, String> {
     let all: Vec<_> = TABLES.iter().copied().chain(std::iter::once(EXPLORE)).collect();
-    let chosen: Vec<_> = if names.is_empty() {
-        TABLES.to_vec()
-    } else {
-        names
-            .iter()
-            .map(|n| {
-                all.iter().find(|t| t.0 == n).copied().ok_or_else(|| {
-                    let known: Vec<&str> = all.iter().map(|t| t.0).collect();
-                    format!("unknown table `{n}` (known: {})", known.join(", "))
-                })
+    if names.is_empty() {
+        return Ok(TABLES.to_vec());
+    }
+    names
+        .iter()
+        .map(|n| {
+            all.iter().find(|t| t.0 == n).copied().ok_or_else(|| {
+                let known: Vec<&str> = all.iter().map(|t| t.0).collect();
+                format!("unknown table `{n}` (known: {})", known.join(", "))
             })
-            .collect::<Result<_, _>>()?
-    };
-    let mut out = format!(
-        "Simulation: {} experiments per cell, log-normal runs, θ = {:.0}%, α = {}, {} thread(s); spending {} (efficacy) / {} (equivalence).\n",
+        })
+        .collect()
+}
+
+/// What every table assumes, as one line.
+pub fn heading(sim: &SimConfig) -> String {
+    format!(
+        "Simulation: {} experiments per cell, log-normal runs, θ = {:.0}%, α = {}, {} thread(s); spending {} (efficacy) / {} (equivalence).",
         sim.experiments,
         THETA * 100.0,
         ALPHA,
         sim.threads,
         EFFICACY_SPENDING.label(),
         EQUIVALENCE_SPENDING.label()
-    );
+    )
+}
+
+/// Render the named tables (all of [`TABLES`] when `names` is empty) as
+/// Markdown, with the time each took.
+pub fn render(names: &[String], sim: &SimConfig) -> Result<String, String> {
+    let mut out = heading(sim) + "\n";
     let start = Instant::now();
-    for (name, title, table) in chosen {
+    for (name, title, table) in select(names)? {
         let t0 = Instant::now();
         let _ = writeln!(out, "\n## {title} (`{name}`)");
         table(sim, &mut out);

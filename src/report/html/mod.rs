@@ -15,7 +15,7 @@ use anyhow::Result;
 
 use super::data::ReportData;
 use super::svg::esc;
-use super::{unsupported, CompareReport, Exporter, Format};
+use super::{unsupported, CompareReport, Document, Exporter, Format};
 use crate::store::{ExperimentSummary, Store};
 
 pub use iostat::{iostat_charts, IoPoint, IoSeries};
@@ -37,6 +37,10 @@ impl Exporter for Html {
 
     fn experiments(&self, _: &[ExperimentSummary]) -> Result<String> {
         unsupported(Format::Html, "the experiment list")
+    }
+
+    fn document(&self, doc: &dyn Document) -> Result<String> {
+        doc.html().map_or_else(|| unsupported(Format::Html, doc.what()), Ok)
     }
 }
 

@@ -82,12 +82,26 @@ fn a_really_stale_testbed_from_a_sigkilled_fslab_is_removed() {
     std::fs::remove_file(&gate).unwrap();
     assert!(!common::leftovers(&needle).is_empty(), "SIGKILL should leave the testbed");
 
-    let ran = fslab(["cleanup".to_string(), "--workdir".to_string(), work.display().to_string()]);
+    let cleanup = |format: &str| {
+        let ran = fslab(["cleanup", "--workdir", &work.display().to_string(), "--format", format].map(String::from));
+        ran.expect(0);
+        let report: serde_json::Value = serde_json::from_str(&ran.stdout).unwrap();
+        report
+    };
+    let report = cleanup("json");
     // Another test's cleanup may take the mount and loop device first (they
     // are found system-wide); the directory is only found through this one.
-    ran.expect(0).says(&format!("removed directory {}", bed.display()));
+    let removed = report["removed"].as_array().unwrap();
+    assert!(removed.iter().any(|r| *r == format!("directory {}", bed.display()).as_str()), "{report}");
+    assert_eq!(report["errors"], serde_json::json!([]), "{report}");
     assert_eq!(common::leftovers(&needle), Vec::<String>::new());
     assert!(testbed_dirs(&work).is_empty());
+    // Nothing left: the text says so, `--json` is `--format json`.
+    fslab(["cleanup", "--workdir", &work.display().to_string()].map(String::from))
+        .expect(0)
+        .says("nothing to clean up");
+    let again = fslab(["cleanup", "--workdir", &work.display().to_string(), "--json"].map(String::from));
+    assert_eq!(serde_json::from_str::<serde_json::Value>(&again.expect(0).stdout).unwrap(), cleanup("json"));
 }
 
 /// An untar experiment whose input (the 151 MB firmware archive) is not

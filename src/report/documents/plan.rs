@@ -1,0 +1,108 @@
+//! `fslab plan`: runs per variant needed to detect a change.
+
+use serde::Serialize;
+
+use crate::analysis::{render_plan, PlanLine};
+use crate::report::Document;
+
+/// The plan of each decisive metric; its JSON is the array of lines.
+#[derive(Debug, Serialize)]
+#[serde(transparent)]
+pub struct RunPlan {
+    pub lines: Vec<PlanLine>,
+    /// The text's first line: the experiment, its design and the noise's source.
+    #[serde(skip)]
+    pub heading: String,
+    /// The power the plan is for (0.8).
+    #[serde(skip)]
+    pub power: f64,
+}
+
+impl Document for RunPlan {
+    fn what(&self) -> &'static str {
+        "a plan"
+    }
+
+    fn text(&self) -> String {
+        let power = self.power * 100.0;
+        format!(
+            "{}\n\n{}\nfixed runs: runs per variant a fixed-n experiment needs; power@max: chance this file's design ends \
+             `regressed` at that change; detects@max: smallest change it finds with {power:.0}% power; no-change@: runs \
+             per variant for an {power:.0}% chance of `no-change` when nothing changed.\n",
+            self.heading,
+            render_plan(&self.lines, self.power)
+        )
+    }
+}
+
+/// `fslab run --dry-run`: what a run of the file would do, checked.
+#[derive(Debug, Serialize)]
+pub struct DryRun {
+    pub experiment: String,
+    pub workdir: std::path::PathBuf,
+    pub baseline: String,
+    pub min_rounds: usize,
+    pub max_rounds: usize,
+    /// The runs of the first `min_rounds` rounds, in the order they run.
+    pub runs: Vec<DryRunRun>,
+    /// `--device`: the checked spare block device every block testbed is formatted on.
+    pub device: Option<std::path::PathBuf>,
+    /// `--shard`: which runs of the campaign this machine takes.
+    pub shard: Option<String>,
+    /// The plan as the text shows it (variants, kernels, workloads, order).
+    #[serde(skip)]
+    pub described: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct DryRunRun {
+    pub seq: usize,
+    pub round: usize,
+    pub variant: String,
+    pub workload: String,
+}
+
+impl DryRun {
+    pub fn new(exp: &crate::experiment::Experiment) -> Self {
+        let runs = crate::experiment::plan::plan_rounds(exp, 0, exp.min_rounds())
+            .into_iter()
+            .map(|r| DryRunRun {
+                seq: r.seq,
+                round: r.round,
+                variant: exp.variants[r.variant].name.clone(),
+                workload: exp.workloads[r.workload].label.clone(),
+            })
+            .collect();
+        DryRun {
+            experiment: exp.name.clone(),
+            workdir: exp.workdir.clone(),
+            baseline: exp.baseline.clone(),
+            min_rounds: exp.min_rounds(),
+            max_rounds: exp.max_rounds(),
+            runs,
+            device: None,
+            shard: None,
+            described: crate::experiment::plan::describe(exp),
+        }
+    }
+}
+
+impl Document for DryRun {
+    fn what(&self) -> &'static str {
+        "a dry run"
+    }
+
+    fn text(&self) -> String {
+        let mut out = self.described.clone();
+        if let Some(d) = &self.device {
+            out.push_str(&format!(
+                "\ndevice: {} (checked: a spare block device; every block testbed is formatted on it)\n",
+                d.display()
+            ));
+        }
+        if let Some(s) = &self.shard {
+            out.push_str(&format!("{s}\n"));
+        }
+        out
+    }
+}
