@@ -829,7 +829,7 @@ pub const EXPLORE: SimTable = ("explore", "Candidate sequential designs", table_
 
 /// The named tables (all of [`TABLES`] when `names` is empty), or which
 /// name is unknown.
-pub fn select(names: &[String]) -> Result<Vec<Table>, String> {
+pub fn select(names: &[String]) -> Result<Vec<SimTable>, String> {
     let all: Vec<_> = TABLES.iter().copied().chain(std::iter::once(EXPLORE)).collect();
     if names.is_empty() {
         return Ok(TABLES.to_vec());
