@@ -96,7 +96,10 @@ fn every_example_parses_and_documents_itself() {
             );
         }
     }
-    assert_eq!(kernel_examples, 6, "kernel-upgrade, kernel-upgrade-squashfs, preempt-rt and the three case-* examples");
+    assert_eq!(
+        kernel_examples, 7,
+        "kernel-upgrade, kernel-upgrade-squashfs, preempt-rt, planted-cpu-work and the three case-* examples"
+    );
 }
 
 #[test]

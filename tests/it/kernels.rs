@@ -358,11 +358,15 @@ fn bisect_commits_boots_the_kernel_each_commit_names() {
 
 /// Under TCG every guest run also reports the guest instructions of its
 /// measured part (`vm/instructions`, counted by the QEMU plugin between the
-/// agent's marker NOPs), and twice the work counts about twice the
-/// instructions, whatever the host's load does to the wall time.
+/// agent's marker NOPs), and they decide: examples/planted-cpu-work.toml
+/// plants 10% more rounds of a shell loop through the guest's kernel
+/// command line, and at a fixed 5 runs per variant that is `regressed`
+/// while the A/A pair is not, whatever the host's load does to wall time.
 #[test]
-fn an_emulated_run_counts_its_guest_instructions() {
-    let Some(deb61) = vm_prerequisites("6.1.") else { return };
+fn a_planted_ten_percent_of_guest_work_is_regressed_and_a_a_is_not() {
+    if vm_prerequisites("6.1.").is_none() {
+        return;
+    }
     if fslab::vm::icount::plugin().is_none()
         && !Path::new(common::fslab_bin()).with_file_name(fslab::vm::icount::PLUGIN_FILE).is_file()
     {
@@ -374,63 +378,33 @@ fn an_emulated_run_counts_its_guest_instructions() {
         return;
     }
     let _one = one_vm();
-    let dir = common::workdir("fslab-icount");
+    let dir = common::workdir("fslab-planted");
     let work = dir.path().join("work");
     let db = dir.path().join("results.db");
-    // A shell loop: pure guest CPU work, about 0.25 G instructions per 20,000 rounds.
-    let spin = |rounds: u32| format!("i=0; while [ $i -lt {rounds} ]; do i=$((i+1)); done");
-    let spec = common::write_spec(
-        dir.path(),
-        "icount.toml",
-        &format!(
-            r#"name = "instructions under emulation"
-repetitions = 1
-seed = 7
-workdir = "{work}"
-
-[defaults]
-fs = "ext4"
-size = "64MiB"
-kernel = "{deb61}"
-vm = {{ cpus = 2, memory = "1GiB", accel = "tcg" }}
-
-[[variant]]
-name = "6.1"
-
-[[workload]]
-kind = "command"
-name = "once"
-command = "{once}"
-
-[[workload]]
-kind = "command"
-name = "twice"
-command = "{twice}"
-"#,
-            work = work.display(),
-            deb61 = deb61.display(),
-            once = spin(20_000),
-            twice = spin(40_000),
-        ),
-    );
-    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/planted-cpu-work.toml");
+    let (db_arg, work_arg) = (db.to_str().unwrap(), work.to_str().unwrap());
+    let out = fslab(&["run", example.to_str().unwrap(), "--db", db_arg, "--workdir", work_arg]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(leftovers(&work), Vec::<String>::new());
 
-    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
-    let id = store.list_experiments().unwrap()[0].id;
-    let instructions = |workload: &str| -> f64 {
-        let runs = store.runs(id).unwrap();
-        let run = runs.iter().find(|r| r.workload == workload).unwrap();
-        let metric = run.metrics.iter().find(|m| m.name == fslab::vm::icount::METRIC);
-        let metric = metric.unwrap_or_else(|| panic!("no {} in {:?}", fslab::vm::icount::METRIC, run.metrics));
-        assert_eq!((metric.unit.as_str(), metric.higher_is_better), ("insn", false));
-        metric.value
+    let out = fslab(&["compare", "--db", db_arg, "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |variant: &str| -> &Value {
+        let found = rows.iter().find(|r| r["variant"] == variant && r["metric"] == fslab::vm::icount::METRIC);
+        found.unwrap_or_else(|| panic!("no {} row for {variant}:\n{}", fslab::vm::icount::METRIC, text(&out)))
     };
-    let (once, twice) = (instructions("once"), instructions("twice"));
-    assert!(once > 1e8, "the loop alone is about 0.25 G instructions, counted {once}");
-    let ratio = twice / once;
-    assert!((1.8..2.2).contains(&ratio), "twice the work counted {ratio:.3}× the instructions ({once} → {twice})");
+    let (aa, planted) = (row("base-again"), row("plus10"));
+    assert_eq!((aa["unit"].as_str(), aa["decisive"].as_bool()), (Some("insn"), Some(true)), "{aa}");
+    assert_eq!(planted["verdict"], "regressed", "{planted}");
+    assert!(!["regressed", "improved"].contains(&aa["verdict"].as_str().unwrap()), "A/A decided: {aa}");
+    // The loop alone is about 0.25 G instructions; 10% more rounds count about 10% more.
+    assert!(planted["mean_baseline"].as_f64().unwrap() > 1e8, "{planted}");
+    let change = planted["change_pct"].as_f64().unwrap();
+    assert!((8.0..12.0).contains(&change), "10% more rounds counted {change:+.2}% instructions");
+    // Wall time is shown, never decisive, under emulation.
+    let wall = rows.iter().find(|r| r["variant"] == "plus10" && r["metric"] == "wall_s").unwrap();
+    assert_eq!(wall["decisive"], false, "{wall}");
 }
 
 /// A `linux-image-*` package without a kernel image in `boot/` is an
