@@ -808,3 +808,68 @@ fn render_text(r: &CommitBisectReport) -> String {
     );
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ToJson;
+
+    fn commit(sha: &str, subject: &str) -> CommitRef {
+        CommitRef { sha: sha.repeat(40), subject: subject.into() }
+    }
+
+    #[test]
+    fn a_report_keeps_the_ends_keys_flat_in_json_and_text() {
+        let ends = EndMeans::of(&[1.0, 1.0], &[2.0, 2.0, 2.0], false);
+        let report = CommitBisectReport {
+            id: "x".into(),
+            repo: "/r".into(),
+            good: commit("a", "good"),
+            bad: commit("b", "bad"),
+            metric: "untar/total_s".parse().unwrap(),
+            variant: "v".into(),
+            higher_is_better: false,
+            status: CommitBisectStatus::Found,
+            first_bad: Some(commit("c", "the culprit")),
+            candidates: Vec::new(),
+            ends: EndsCheck {
+                means: ends.clone(),
+                change_pct: 100.0,
+                ci_low_pct: 90.0,
+                ci_high_pct: 110.0,
+                p_value: 0.001,
+                verdict: Verdict::Regressed,
+            },
+            steps: vec![CommitStep {
+                commit: commit("c", "the culprit"),
+                build: "ok".into(),
+                runs: 3,
+                reused_runs: 0,
+                ends,
+                mean_candidate: 2.0,
+                position: 1.0,
+                position_low: 0.9,
+                position_high: 1.1,
+                p_value: 0.01,
+                decision: Decision::Bad,
+                partial: false,
+                experiments: vec![7],
+            }],
+            runs_done: 8,
+            runs_reused: 0,
+            builds: 1,
+            elapsed_s: 1.0,
+            warnings: Vec::new(),
+        };
+        let json: serde_json::Value = serde_json::from_str(&report.to_json().unwrap()).unwrap();
+        for key in ["mean_good", "mean_bad", "n_good", "n_bad"] {
+            assert!(json["ends"][key].is_number(), "ends.{key}: {json:#}");
+            assert!(json["steps"][0][key].is_number(), "steps[0].{key}: {json:#}");
+        }
+        assert_eq!(json["steps"][0]["n_bad"], 3);
+        let text = report.text();
+        assert!(text.contains("(good, 1 over 2 runs)"), "{text}");
+        assert!(text.contains("(bad, 2 over 3 runs)"), "{text}");
+        assert!(text.contains(&format!("first bad commit: {} the culprit", "c".repeat(40))), "{text}");
+    }
+}
