@@ -28,12 +28,17 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use std::fmt::Write;
+
 use anyhow::{bail, Context, Result};
+use comfy_table::{presets::NOTHING, Cell, CellAlignment, Table};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::oracle::MetricRef;
 use crate::experiment::{self, Experiment, Repetitions};
+use crate::human;
+use crate::report::Document;
 use crate::runner::{self, Observer, RunOptions};
 use crate::stats::oracle::{classify, Side};
 use crate::stats::{compare, CompareConfig, Verdict};
@@ -118,11 +123,9 @@ pub struct CommitStep {
     pub runs: usize,
     /// Of those, runs found stored from an earlier invocation.
     pub reused_runs: usize,
-    pub mean_good: f64,
-    pub mean_bad: f64,
+    #[serde(flatten)]
+    pub ends: EndMeans,
     pub mean_candidate: f64,
-    pub n_good: usize,
-    pub n_bad: usize,
     /// 0 at the good end's mean, 1 at the bad end's.
     pub position: f64,
     pub position_low: f64,
@@ -135,13 +138,32 @@ pub struct CommitStep {
     pub experiments: Vec<i64>,
 }
 
-/// The good-vs-bad check that starts a bisection.
+/// The good and bad ends' means and run counts at one moment (the ends
+/// gain rounds as the bisection goes).
 #[derive(Clone, Debug, Serialize)]
-pub struct EndsCheck {
+pub struct EndMeans {
     pub mean_good: f64,
     pub mean_bad: f64,
     pub n_good: usize,
     pub n_bad: usize,
+}
+
+impl EndMeans {
+    fn of(good: &[f64], bad: &[f64], higher_is_better: bool) -> EndMeans {
+        EndMeans {
+            mean_good: mean(good, higher_is_better),
+            mean_bad: mean(bad, higher_is_better),
+            n_good: good.len(),
+            n_bad: bad.len(),
+        }
+    }
+}
+
+/// The good-vs-bad check that starts a bisection.
+#[derive(Clone, Debug, Serialize)]
+pub struct EndsCheck {
+    #[serde(flatten)]
+    pub means: EndMeans,
     pub change_pct: f64,
     pub ci_low_pct: f64,
     pub ci_high_pct: f64,
@@ -530,10 +552,7 @@ pub fn bisect_commits(
         let c = compare(&g.values, &bd.values, hib, &ccfg);
         if c.verdict != Verdict::Inconclusive || rounds >= cfg.max_rounds {
             break EndsCheck {
-                mean_good: mean(&g.values, hib),
-                mean_bad: mean(&bd.values, hib),
-                n_good: g.values.len(),
-                n_bad: bd.values.len(),
+                means: EndMeans::of(&g.values, &bd.values, hib),
                 change_pct: c.change_pct,
                 ci_low_pct: c.ci_low_pct,
                 ci_high_pct: c.ci_high_pct,
@@ -571,7 +590,7 @@ pub fn bisect_commits(
     let hib = report.higher_is_better;
     let sd = |v: &[f64]| crate::stats::summarize(v, hib).stddev;
     let noise = sd(&g.values).max(sd(&bd.values));
-    let step = (report.ends.mean_bad - report.ends.mean_good).abs();
+    let step = (report.ends.means.mean_bad - report.ends.means.mean_good).abs();
     if noise.is_finite() && noise > 0.0 && step < 3.0 * noise {
         report.warnings.push(format!(
             "the step ({}) is below 3 run standard deviations ({}): steps may need up to {} rounds or stay undecided",
@@ -642,11 +661,8 @@ pub fn bisect_commits(
             build: build_text,
             runs: cand.values.len(),
             reused_runs: cand.reused,
-            mean_good: mean(&g.values, hib),
-            mean_bad: mean(&bd.values, hib),
+            ends: EndMeans::of(&g.values, &bd.values, hib),
             mean_candidate: mean(&cand.values, hib),
-            n_good: g.values.len(),
-            n_bad: bd.values.len(),
             position: cls.position,
             position_low: cls.position_low,
             position_high: cls.position_high,
@@ -685,4 +701,175 @@ pub fn bisect_commits(
     report.elapsed_s = started.elapsed().as_secs_f64();
     drop(trees);
     Ok(report)
+}
+
+fn short(sha: &str) -> &str {
+    &sha[..sha.len().min(12)]
+}
+
+impl Document for CommitBisectReport {
+    fn what(&self) -> &'static str {
+        "a commit bisection"
+    }
+    fn text(&self) -> String {
+        render_text(self)
+    }
+}
+
+/// The result, the ends' check and the evidence of every step.
+fn render_text(r: &CommitBisectReport) -> String {
+    let mut out = String::new();
+    let e = &r.ends;
+    let _ = writeln!(
+        out,
+        "{} between {} (good, {} over {} runs) and {} (bad, {} over {} runs): {} {} [{}], p {}",
+        r.metric,
+        short(&r.good.sha),
+        human::number(e.means.mean_good),
+        e.means.n_good,
+        short(&r.bad.sha),
+        human::number(e.means.mean_bad),
+        e.means.n_bad,
+        human::change_pct(e.change_pct),
+        e.verdict,
+        human::ci_pct(e.ci_low_pct, e.ci_high_pct),
+        human::p_value(e.p_value)
+    );
+    match r.status {
+        CommitBisectStatus::NotWorse => {
+            let _ = writeln!(out, "the bad end is not worse than the good end ({}): nothing bisected", e.verdict);
+        }
+        CommitBisectStatus::Found => {
+            if let Some(c) = &r.first_bad {
+                let _ = writeln!(out, "first bad commit: {} {}", c.sha, c.subject);
+            }
+        }
+        CommitBisectStatus::Range => {
+            let _ = writeln!(out, "the first bad commit is one of (skipped or undecided commits in between):");
+            for c in &r.candidates {
+                let _ = writeln!(out, "  {} {}", c.sha, c.subject);
+            }
+        }
+    }
+    for w in &r.warnings {
+        let _ = writeln!(out, "warning: {w}");
+    }
+    if !r.steps.is_empty() {
+        let mut t = Table::new();
+        t.load_style(NOTHING);
+        t.set_header([
+            "step",
+            "commit",
+            "subject",
+            "build",
+            "runs",
+            "good",
+            "bad",
+            "candidate",
+            "position",
+            "p",
+            "decision",
+        ]);
+        for (i, s) in r.steps.iter().enumerate() {
+            let position = if s.position.is_finite() {
+                format!("{:.2} [{:.2}, {:.2}]", s.position, s.position_low, s.position_high)
+            } else {
+                "–".into()
+            };
+            let mut decision = s.decision.as_str().to_string();
+            if s.partial {
+                decision.push_str(" (partial step)");
+            }
+            let runs =
+                if s.reused_runs > 0 { format!("{} ({} stored)", s.runs, s.reused_runs) } else { s.runs.to_string() };
+            t.add_row(vec![
+                Cell::new(i + 1).set_alignment(CellAlignment::Right),
+                Cell::new(short(&s.commit.sha)),
+                Cell::new(&s.commit.subject),
+                Cell::new(&s.build),
+                Cell::new(runs).set_alignment(CellAlignment::Right),
+                Cell::new(format!("{} (n {})", human::number(s.ends.mean_good), s.ends.n_good)),
+                Cell::new(format!("{} (n {})", human::number(s.ends.mean_bad), s.ends.n_bad)),
+                Cell::new(human::number(s.mean_candidate)),
+                Cell::new(position),
+                Cell::new(human::p_value(s.p_value)),
+                Cell::new(decision),
+            ]);
+        }
+        let _ = writeln!(out, "{t}");
+    }
+    let _ = writeln!(
+        out,
+        "{} runs done, {} reused from the store, {} builds, {}",
+        r.runs_done,
+        r.runs_reused,
+        r.builds,
+        human::duration_s(r.elapsed_s)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::ToJson;
+
+    fn commit(sha: &str, subject: &str) -> CommitRef {
+        CommitRef { sha: sha.repeat(40), subject: subject.into() }
+    }
+
+    #[test]
+    fn a_report_keeps_the_ends_keys_flat_in_json_and_text() {
+        let ends = EndMeans::of(&[1.0, 1.0], &[2.0, 2.0, 2.0], false);
+        let report = CommitBisectReport {
+            id: "x".into(),
+            repo: "/r".into(),
+            good: commit("a", "good"),
+            bad: commit("b", "bad"),
+            metric: "untar/total_s".parse().unwrap(),
+            variant: "v".into(),
+            higher_is_better: false,
+            status: CommitBisectStatus::Found,
+            first_bad: Some(commit("c", "the culprit")),
+            candidates: Vec::new(),
+            ends: EndsCheck {
+                means: ends.clone(),
+                change_pct: 100.0,
+                ci_low_pct: 90.0,
+                ci_high_pct: 110.0,
+                p_value: 0.001,
+                verdict: Verdict::Regressed,
+            },
+            steps: vec![CommitStep {
+                commit: commit("c", "the culprit"),
+                build: "ok".into(),
+                runs: 3,
+                reused_runs: 0,
+                ends,
+                mean_candidate: 2.0,
+                position: 1.0,
+                position_low: 0.9,
+                position_high: 1.1,
+                p_value: 0.01,
+                decision: Decision::Bad,
+                partial: false,
+                experiments: vec![7],
+            }],
+            runs_done: 8,
+            runs_reused: 0,
+            builds: 1,
+            elapsed_s: 1.0,
+            warnings: Vec::new(),
+        };
+        let json: serde_json::Value = serde_json::from_str(&report.to_json().unwrap()).unwrap();
+        for key in ["mean_good", "mean_bad", "n_good", "n_bad"] {
+            assert!(json["ends"][key].is_number(), "ends.{key}: {json:#}");
+            assert!(json["steps"][0][key].is_number(), "steps[0].{key}: {json:#}");
+        }
+        assert_eq!(json["steps"][0]["n_bad"], 3);
+        let text = report.text();
+        assert!(text.contains("(good, 1 over 2 runs)"), "{text}");
+        assert!(text.contains("(bad, 2 over 3 runs)"), "{text}");
+        assert!(text.contains(&format!("first bad commit: {} the culprit", "c".repeat(40))), "{text}");
+    }
 }

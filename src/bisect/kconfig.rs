@@ -39,6 +39,7 @@ use crate::inspect::kconfig_notes::{self, Area};
 use crate::kernel::build::{self as kbuild, BuildRequest, KernelBuild, SetRejected};
 use crate::kernel::kconfig::{self, Kconfig};
 use crate::kernel::KernelSource;
+use crate::report::Document;
 use crate::runner::Observer;
 use crate::store::Store;
 
@@ -367,13 +368,19 @@ impl Report for KconfigReport {
     fn search(&self) -> &Search {
         &self.search
     }
-    fn render_text(&self) -> String {
+}
+
+impl Document for KconfigReport {
+    fn what(&self) -> &'static str {
+        "a bisect result"
+    }
+    fn text(&self) -> String {
         render_text(self)
     }
 }
 
 /// The report for a terminal.
-pub fn render_text(r: &KconfigReport) -> String {
+fn render_text(r: &KconfigReport) -> String {
     let s = &r.search;
     let mut out = String::new();
     let _ = writeln!(

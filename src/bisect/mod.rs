@@ -28,6 +28,7 @@ pub use diff::{Change, SettingKind};
 pub use oracle::{Bisection, MetricRef, Trial};
 
 use crate::experiment::{Experiment, Repetitions, VariantConfig};
+use crate::report::Document;
 use crate::runner::{Observer, RunOptions};
 use crate::store::Store;
 
@@ -178,18 +179,23 @@ pub struct BisectReport {
     pub elapsed_s: f64,
 }
 
-/// A ddmin bisection's report, as a command prints it.
-pub trait Report: Serialize {
+/// A ddmin bisection's report, as a command prints it: a [`Document`]
+/// (text and JSON) with the [`Search`] whose status is the exit code.
+pub trait Report: Document {
     fn search(&self) -> &Search;
-    /// The report for a terminal.
-    fn render_text(&self) -> String;
 }
 
 impl Report for BisectReport {
     fn search(&self) -> &Search {
         &self.search
     }
-    fn render_text(&self) -> String {
+}
+
+impl Document for BisectReport {
+    fn what(&self) -> &'static str {
+        "a bisect result"
+    }
+    fn text(&self) -> String {
         render_text(self)
     }
 }
@@ -281,7 +287,7 @@ impl Search {
 }
 
 /// The report for a terminal.
-pub fn render_text(r: &BisectReport) -> String {
+fn render_text(r: &BisectReport) -> String {
     let s = &r.search;
     let mut out = String::new();
     let _ = writeln!(out, "bisect-options {}: `{}` (good) vs `{}` (bad) on {}", s.experiment, s.good, s.bad, s.metric);

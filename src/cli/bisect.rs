@@ -8,18 +8,19 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use super::DbArg;
+use super::{offer, DbArg, FormatArgs};
 use fslab::bisect::{self, kconfig, BisectConfig, MetricRef, Report, Status};
 use fslab::experiment::{self, Experiment, PlannedRun};
 use fslab::output;
 use fslab::record::RunRecord;
-use fslab::report::{render_plain, Format};
+use fslab::report::{render, Format};
 use fslab::runner::{self, progress::Console, Observer, RunOptions};
 use fslab::store::Store;
 
 /// What `bisect-options` and `bisect-kconfig` share: one set of flags
 /// for "bisect between two variants of this file on this metric".
 #[derive(Args, Debug)]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json]).help("Output format of the result on stdout")))]
 pub struct BisectArgs {
     /// Experiment file (TOML) holding the good and the bad variant (for bisect-kconfig, both
     /// built from the same kernel source).
@@ -44,12 +45,8 @@ pub struct BisectArgs {
     pub(crate) workdir: Option<PathBuf>,
     #[command(flatten)]
     pub(crate) db: DbArg,
-    /// Output format of the result on stdout.
-    #[arg(long, value_parser = super::formats(&[Format::Text, Format::Json]), default_value = "text")]
-    pub(crate) format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    pub(crate) json: bool,
+    #[command(flatten)]
+    pub(crate) format: FormatArgs,
 }
 
 /// Exit status when good vs bad (or good + every candidate) shows no regression to bisect.
@@ -81,8 +78,7 @@ fn run<R: Report>(args: BisectArgs, bisect: Bisect<R>) -> Result<ExitCode> {
     let mut store = args.db.open()?;
     let mut console = PerExperiment(Console::new());
     let report = bisect(&exp, &cfg, &mut store, &mut console)?;
-    let text = render_plain(super::chosen(args.format, args.json), "a bisect result", &report, R::render_text)?;
-    output::print(&text)?;
+    output::print(&render(args.format.chosen(), &report)?)?;
     output::diagnostic(&format!("results in {}", args.db.db.display()));
     Ok(match report.search().status {
         Status::Found => ExitCode::SUCCESS,

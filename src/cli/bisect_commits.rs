@@ -1,26 +1,24 @@
 //! `fslab bisect-commits`: the first commit of a source tree that brought a
 //! regression (see [`fslab::bisect::commits`]).
 
-use std::fmt::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Result;
 use clap::Args;
-use comfy_table::{presets::NOTHING, Cell, CellAlignment, Table};
 
 use super::bisect::PerExperiment;
-use super::DbArg;
-use fslab::bisect::commits::{bisect_commits, CommitBisectConfig, CommitBisectReport, CommitBisectStatus};
+use super::{offer, DbArg, FormatArgs};
+use fslab::bisect::commits::{bisect_commits, CommitBisectConfig, CommitBisectStatus};
 use fslab::bisect::MetricRef;
-use fslab::human;
 use fslab::output;
-use fslab::report::{render_plain, Format};
+use fslab::report::{render, Format};
 use fslab::runner::{progress::Console, RunOptions};
 
 #[derive(Args, Debug)]
 #[command(after_help = "Exit status: 0 first bad commit found; 1 only a range (skipped or undecided commits) \
                         or failed runs; 2 bad usage, or the bad end is not worse than the good end")]
+#[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json]).help("Output format of the result on stdout")))]
 pub struct BisectCommitsArgs {
     /// The git repository (its checkout is never touched: fslab works in worktrees of its own).
     #[arg(long, value_name = "DIR")]
@@ -64,12 +62,8 @@ pub struct BisectCommitsArgs {
     workdir: Option<PathBuf>,
     #[command(flatten)]
     db: DbArg,
-    /// Output format of the result on stdout.
-    #[arg(long, value_parser = super::formats(&[Format::Text, Format::Json]), default_value = "text")]
-    format: Format,
-    /// Same as `--format json`.
-    #[arg(long, hide = true, conflicts_with = "format")]
-    json: bool,
+    #[command(flatten)]
+    format: FormatArgs,
 }
 
 pub fn bisect_commits_cmd(args: BisectCommitsArgs) -> Result<ExitCode> {
@@ -91,109 +85,11 @@ pub fn bisect_commits_cmd(args: BisectCommitsArgs) -> Result<ExitCode> {
     };
     let mut console = PerExperiment(Console::new());
     let report = bisect_commits(&cfg, &mut store, &mut console)?;
-    let text = render_plain(super::chosen(args.format, args.json), "a commit bisection", &report, render_text)?;
-    output::print(&text)?;
+    output::print(&render(args.format.chosen(), &report)?)?;
     output::diagnostic(&format!("results in {} (tag bisect={})", args.db.db.display(), report.id));
     Ok(ExitCode::from(match report.status {
         CommitBisectStatus::Found => 0,
         CommitBisectStatus::Range => 1,
         CommitBisectStatus::NotWorse => 2,
     }))
-}
-
-fn short(sha: &str) -> &str {
-    &sha[..sha.len().min(12)]
-}
-
-/// The result, the ends' check and the evidence of every step.
-pub fn render_text(r: &CommitBisectReport) -> String {
-    let mut out = String::new();
-    let e = &r.ends;
-    let _ = writeln!(
-        out,
-        "{} between {} (good, {} over {} runs) and {} (bad, {} over {} runs): {} {} [{}], p {}",
-        r.metric,
-        short(&r.good.sha),
-        human::number(e.mean_good),
-        e.n_good,
-        short(&r.bad.sha),
-        human::number(e.mean_bad),
-        e.n_bad,
-        human::change_pct(e.change_pct),
-        e.verdict,
-        human::ci_pct(e.ci_low_pct, e.ci_high_pct),
-        human::p_value(e.p_value)
-    );
-    match r.status {
-        CommitBisectStatus::NotWorse => {
-            let _ = writeln!(out, "the bad end is not worse than the good end ({}): nothing bisected", e.verdict);
-        }
-        CommitBisectStatus::Found => {
-            if let Some(c) = &r.first_bad {
-                let _ = writeln!(out, "first bad commit: {} {}", c.sha, c.subject);
-            }
-        }
-        CommitBisectStatus::Range => {
-            let _ = writeln!(out, "the first bad commit is one of (skipped or undecided commits in between):");
-            for c in &r.candidates {
-                let _ = writeln!(out, "  {} {}", c.sha, c.subject);
-            }
-        }
-    }
-    for w in &r.warnings {
-        let _ = writeln!(out, "warning: {w}");
-    }
-    if !r.steps.is_empty() {
-        let mut t = Table::new();
-        t.load_style(NOTHING);
-        t.set_header([
-            "step",
-            "commit",
-            "subject",
-            "build",
-            "runs",
-            "good",
-            "bad",
-            "candidate",
-            "position",
-            "p",
-            "decision",
-        ]);
-        for (i, s) in r.steps.iter().enumerate() {
-            let position = if s.position.is_finite() {
-                format!("{:.2} [{:.2}, {:.2}]", s.position, s.position_low, s.position_high)
-            } else {
-                "–".into()
-            };
-            let mut decision = s.decision.as_str().to_string();
-            if s.partial {
-                decision.push_str(" (partial step)");
-            }
-            let runs =
-                if s.reused_runs > 0 { format!("{} ({} stored)", s.runs, s.reused_runs) } else { s.runs.to_string() };
-            t.add_row(vec![
-                Cell::new(i + 1).set_alignment(CellAlignment::Right),
-                Cell::new(short(&s.commit.sha)),
-                Cell::new(&s.commit.subject),
-                Cell::new(&s.build),
-                Cell::new(runs).set_alignment(CellAlignment::Right),
-                Cell::new(format!("{} (n {})", human::number(s.mean_good), s.n_good)),
-                Cell::new(format!("{} (n {})", human::number(s.mean_bad), s.n_bad)),
-                Cell::new(human::number(s.mean_candidate)),
-                Cell::new(position),
-                Cell::new(human::p_value(s.p_value)),
-                Cell::new(decision),
-            ]);
-        }
-        let _ = writeln!(out, "{t}");
-    }
-    let _ = writeln!(
-        out,
-        "{} runs done, {} reused from the store, {} builds, {}",
-        r.runs_done,
-        r.runs_reused,
-        r.builds,
-        human::duration_s(r.elapsed_s)
-    );
-    out
 }

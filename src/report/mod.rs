@@ -162,18 +162,3 @@ pub fn render(format: Format, doc: &dyn Document) -> Result<String> {
 pub fn unsupported<T>(format: Format, document: &str) -> Result<T> {
     bail!("{document} cannot be written as {format}")
 }
-
-/// Text or JSON of a value whose text form a closure writes: the bisect
-/// commands' results (which are not [`Document`]s yet).
-pub fn render_plain<T: Serialize>(
-    format: Format,
-    document: &str,
-    value: &T,
-    text: impl FnOnce(&T) -> String,
-) -> Result<String> {
-    match format {
-        Format::Text => Ok(text(value)),
-        Format::Json => json::pretty(value),
-        other => unsupported(other, document),
-    }
-}

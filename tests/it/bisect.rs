@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use fslab::bisect::{self, BisectConfig, Outcome, SettingKind, Status};
 use fslab::experiment;
+use fslab::report::Document;
 use fslab::runner::{RunOptions, Silent};
 use fslab::store::Store;
 
@@ -66,7 +67,7 @@ command = "dd if=/dev/zero of=f bs=1M count=16 conv=fsync status=none"
     let mut store = Store::open(&db).unwrap();
     let started = Instant::now();
     let report = bisect::bisect(&exp, &config("good", "bad", "dd/wall_s"), &mut store, &mut Silent).unwrap();
-    let text = bisect::render_text(&report);
+    let text = report.text();
     eprintln!("{text}\nelapsed {:.1} s", started.elapsed().as_secs_f64());
 
     assert_eq!(report.changes.len(), 3, "{:?}", report.changes);
@@ -122,7 +123,7 @@ fn timing_size_is_found_among_tmpfs_differences() {
     let exp = tmpfs_spec(dir.path(), "if [ $(stat -f -c %b .) -gt 10000 ]; then sleep 0.3; else sleep 0.03; fi");
     let mut store = Store::open(&dir.path().join("r.db")).unwrap();
     let report = bisect::bisect(&exp, &config("good", "bad", "cmd/wall_s"), &mut store, &mut Silent).unwrap();
-    let text = bisect::render_text(&report);
+    let text = report.text();
     assert_eq!(report.changes.len(), 3, "{text}");
     assert_eq!(report.search.status, Status::Found, "{text}");
     assert_eq!(report.culprits.len(), 1, "{text}");
@@ -142,7 +143,7 @@ fn no_regression_between_good_and_bad_stops_with_a_clear_message() {
     assert_eq!(report.search.status, Status::NotReproduced);
     assert!(report.culprits.is_empty());
     assert_eq!(report.trials.len(), 1, "only the confirmation runs");
-    let text = bisect::render_text(&report);
+    let text = report.text();
     assert!(text.contains("no regression to bisect"), "{text}");
 }
 
