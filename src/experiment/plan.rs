@@ -69,7 +69,8 @@ fn shuffle<T>(items: &mut [T], seed: u64, round: usize) {
 }
 
 /// Most plan lines `--dry-run` prints; the rest are counted.
-const DRY_RUN_LINES: usize = 200;
+/// Runs a dry run lists (text and JSON); the rest are counted.
+pub const DRY_RUN_LINES: usize = 200;
 
 /// The run plan as text, for `fslab run --dry-run`.
 pub fn describe(exp: &Experiment) -> String {

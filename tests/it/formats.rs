@@ -146,6 +146,7 @@ fn run_dry_run_prints_its_plan_as_json() {
     assert_eq!((plan["min_rounds"].as_u64(), plan["max_rounds"].as_u64()), (Some(2), Some(2)));
     let runs = plan["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 4, "2 rounds × 2 variants: {plan}");
+    assert_eq!(plan["total_runs"], 4, "{plan}");
     let seqs: Vec<u64> = runs.iter().map(|r| r["seq"].as_u64().unwrap()).collect();
     assert_eq!(seqs, [0, 1, 2, 3]);
     assert!(runs.iter().all(|r| r["workload"] == "w"), "{plan}");

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::analysis::{render_plan, PlanLine};
+use crate::experiment::plan::DRY_RUN_LINES;
 use crate::report::Document;
 
 /// The plan of each decisive metric; its JSON is the array of lines.
@@ -43,7 +44,10 @@ pub struct DryRun {
     pub baseline: String,
     pub min_rounds: usize,
     pub max_rounds: usize,
-    /// The runs of the first `min_rounds` rounds, in the order they run.
+    /// Runs in the first `min_rounds` rounds.
+    pub total_runs: usize,
+    /// The first of them (at most [`DRY_RUN_LINES`]), in the order they
+    /// run: a plan of millions of runs is listed, not held, in full.
     pub runs: Vec<DryRunRun>,
     /// `--device`: the checked spare block device every block testbed is formatted on.
     pub device: Option<std::path::PathBuf>,
@@ -64,8 +68,10 @@ pub struct DryRunRun {
 
 impl DryRun {
     pub fn new(exp: &crate::experiment::Experiment) -> Self {
-        let runs = crate::experiment::plan::plan_rounds(exp, 0, exp.min_rounds())
-            .into_iter()
+        // One round at a time, so a huge plan costs nothing to list.
+        let runs = (0..exp.min_rounds())
+            .flat_map(|round| crate::experiment::plan::plan_rounds(exp, round, 1))
+            .take(DRY_RUN_LINES)
             .map(|r| DryRunRun {
                 seq: r.seq,
                 round: r.round,
@@ -79,6 +85,7 @@ impl DryRun {
             baseline: exp.baseline.clone(),
             min_rounds: exp.min_rounds(),
             max_rounds: exp.max_rounds(),
+            total_runs: exp.min_rounds() * exp.variants.len() * exp.workloads.len(),
             runs,
             device: None,
             shard: None,

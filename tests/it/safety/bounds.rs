@@ -82,6 +82,18 @@ fn the_largest_allowed_file_plans_small_and_dry_runs_short() {
     );
     assert!(text.lines().count() < 400, "{} lines", text.lines().count());
     assert!(rss < MAX_RSS_KIB, "dry run peaked at {rss} KiB");
+    // The JSON plan too: counted in full, listed in part.
+    let child = fslab_cmd(run_args(dir.path(), &spec, &["--dry-run", "--format", "json"]))
+        .stdout(std::fs::File::create(&out).unwrap())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (code, rss) = wait_rss(child);
+    assert_eq!(code, Some(0));
+    let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(plan["total_runs"], 4096000);
+    assert_eq!(plan["runs"].as_array().map(Vec::len), Some(200));
+    assert!(rss < MAX_RSS_KIB, "JSON dry run peaked at {rss} KiB");
 }
 
 #[test]
