@@ -62,19 +62,26 @@ fn wait_rss(child: Child) -> (Option<i32>, i64) {
 /// plan held (or serialized) whole takes gigabytes.
 const MAX_RSS_KIB: i64 = 256 * 1024;
 
-#[test]
-fn the_largest_allowed_file_plans_small_and_dry_runs_short() {
-    let dir = common::workdir("fslab-safety-bounds");
-    let spec = largest_spec(dir.path());
-    let out = dir.path().join("plan.txt");
-    let child = fslab_cmd(run_args(dir.path(), &spec, &["--dry-run"]))
+/// `fslab run --dry-run` of `spec` with `extra` arguments: its stdout, and
+/// its peak memory in KiB (exit 0 asserted).
+fn dry_run(dir: &std::path::Path, spec: &std::path::Path, extra: &[&str]) -> (String, i64) {
+    let out = dir.join("plan.out");
+    let args = [&["--dry-run"][..], extra].concat();
+    let child = fslab_cmd(run_args(dir, spec, &args))
         .stdout(std::fs::File::create(&out).unwrap())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
     let (code, rss) = wait_rss(child);
     assert_eq!(code, Some(0));
-    let text = std::fs::read_to_string(&out).unwrap();
+    (std::fs::read_to_string(&out).unwrap(), rss)
+}
+
+#[test]
+fn the_largest_allowed_file_plans_small_and_dry_runs_short() {
+    let dir = common::workdir("fslab-safety-bounds");
+    let spec = largest_spec(dir.path());
+    let (text, rss) = dry_run(dir.path(), &spec, &[]);
     assert!(
         text.contains("plan (4096000 runs)") && text.contains("… and 4095800 more runs"),
         "{}",
@@ -83,14 +90,8 @@ fn the_largest_allowed_file_plans_small_and_dry_runs_short() {
     assert!(text.lines().count() < 400, "{} lines", text.lines().count());
     assert!(rss < MAX_RSS_KIB, "dry run peaked at {rss} KiB");
     // The JSON plan too: counted in full, listed in part.
-    let child = fslab_cmd(run_args(dir.path(), &spec, &["--dry-run", "--format", "json"]))
-        .stdout(std::fs::File::create(&out).unwrap())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let (code, rss) = wait_rss(child);
-    assert_eq!(code, Some(0));
-    let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let (json, rss) = dry_run(dir.path(), &spec, &["--format", "json"]);
+    let plan: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(plan["total_runs"], 4096000);
     assert_eq!(plan["runs"].as_array().map(Vec::len), Some(200));
     assert!(rss < MAX_RSS_KIB, "JSON dry run peaked at {rss} KiB");
