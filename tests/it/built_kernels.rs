@@ -101,26 +101,34 @@ fn set_options_are_applied_and_read_back_on_the_real_5_10_kconfig() {
     assert!(err.contains("CONFIG_NO_SUCH_OPTION_AT_ALL does not exist in Linux 5.10"), "{err}");
 }
 
+/// `fslab run --dry-run` of a one-variant file `name` in `dir` whose kernel
+/// is built from `debian:5.10` with `symbol = "y"` set, optionally with
+/// another `PATH`.
+fn dry_run_with_set(dir: &Path, name: &str, symbol: &str, path: Option<&Path>) -> Output {
+    let spec = common::write_spec(
+        dir,
+        name,
+        &format!(
+            "name = \"{name}\"\nworkdir = \"{}\"\n[defaults]\nfs = \"ext4\"\n\
+             kernel = {{ source = \"debian:5.10\", set = {{ {symbol} = \"y\" }} }}\n\
+             [[variant]]\nname = \"a\"\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n",
+            dir.join("work").display()
+        ),
+    );
+    let mut cmd = Command::new(common::fslab_bin());
+    cmd.args(["run", "--dry-run", spec.to_str().unwrap()]).env("FSLAB_KERNEL_CACHE", kernel_cache());
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    cmd.output().unwrap()
+}
+
 /// The same errors through an experiment file: exit 2, naming the file and key.
 #[test]
 fn a_rejected_set_names_the_file_and_key() {
     let Some(_) = source_5_10() else { return };
     let dir = common::workdir("fslab-built-kernel-spec");
-    let spec = common::write_spec(
-        dir.path(),
-        "bad.toml",
-        &format!(
-            "name = \"bad set\"\nworkdir = \"{}\"\n[defaults]\nfs = \"ext4\"\n\
-             kernel = {{ source = \"debian:5.10\", set = {{ SQUASHFS_COMPILE_DECOMP_MULTI = \"y\" }} }}\n\
-             [[variant]]\nname = \"a\"\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n",
-            dir.path().join("work").display()
-        ),
-    );
-    let out = Command::new(common::fslab_bin())
-        .args(["run", "--dry-run", spec.to_str().unwrap()])
-        .env("FSLAB_KERNEL_CACHE", kernel_cache())
-        .output()
-        .unwrap();
+    let out = dry_run_with_set(dir.path(), "bad.toml", "SQUASHFS_COMPILE_DECOMP_MULTI", None);
     let t = text(&out);
     assert_eq!(out.status.code(), Some(2), "{t}");
     assert!(t.contains("bad.toml") && t.contains("kernel.set"), "{t}");
@@ -146,22 +154,7 @@ fn a_host_without_flex_and_bison_is_told_what_to_install() {
             }
         }
     }
-    let spec = common::write_spec(
-        dir.path(),
-        "tools.toml",
-        &format!(
-            "name = \"no flex\"\nworkdir = \"{}\"\n[defaults]\nfs = \"ext4\"\n\
-             kernel = {{ source = \"debian:5.10\", set = {{ SQUASHFS_DECOMP_MULTI = \"y\" }} }}\n\
-             [[variant]]\nname = \"a\"\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n",
-            dir.path().join("work").display()
-        ),
-    );
-    let out = Command::new(common::fslab_bin())
-        .args(["run", "--dry-run", spec.to_str().unwrap()])
-        .env("FSLAB_KERNEL_CACHE", kernel_cache())
-        .env("PATH", &bin)
-        .output()
-        .unwrap();
+    let out = dry_run_with_set(dir.path(), "tools.toml", "SQUASHFS_DECOMP_MULTI", Some(&bin));
     let t = text(&out);
     assert_eq!(out.status.code(), Some(3), "{t}");
     assert!(t.contains("tools.toml") && t.contains("`kernel`"), "{t}");
