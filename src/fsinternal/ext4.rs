@@ -217,6 +217,12 @@ pub struct MbGroupsSummary {
     pub fragments: u64,
     /// Free extents of size 2^k blocks summed over groups, indexed by k.
     pub order_counts: Vec<u64>,
+    /// Free blocks of each group in file order (`None` for an `I/O error`
+    /// row), so two snapshots tell which groups an allocation touched: the
+    /// spread the mb_optimize_scan case is about. Empty in snapshots stored
+    /// before this field existed.
+    #[serde(default)]
+    pub group_free_blocks: Vec<Option<u64>>,
 }
 
 impl MbGroupsSummary {
@@ -234,6 +240,18 @@ impl MbGroupsSummary {
     pub fn extents_below_order(&self, k: usize) -> u64 {
         self.order_counts.iter().take(k).sum()
     }
+
+    /// Groups whose free-block count differs between `self` (before) and
+    /// `after`: how many block groups a run allocated in or freed from.
+    /// `None` when either side lacks per-group counts or the group count
+    /// changed (a resize), where a count would mislead.
+    pub fn groups_touched(&self, after: &MbGroupsSummary) -> Option<u64> {
+        let (b, a) = (&self.group_free_blocks, &after.group_free_blocks);
+        if b.is_empty() || b.len() != a.len() {
+            return None;
+        }
+        Some(b.iter().zip(a).filter(|(x, y)| matches!((x, y), (Some(x), Some(y)) if x != y)).count() as u64)
+    }
 }
 
 /// Parse `mb_groups`; `file` names the source in errors.
@@ -243,8 +261,14 @@ pub fn parse_mb_groups(text: &str, file: &str) -> Result<MbGroupsSummary, ParseE
     let mut free_col = 0;
     let mut frags_col = 0;
     let mut order_cols: Vec<(usize, usize)> = Vec::new(); // (column, order)
-    let mut s =
-        MbGroupsSummary { groups: 0, io_error_groups: 0, free_blocks: 0, fragments: 0, order_counts: Vec::new() };
+    let mut s = MbGroupsSummary {
+        groups: 0,
+        io_error_groups: 0,
+        free_blocks: 0,
+        fragments: 0,
+        order_counts: Vec::new(),
+        group_free_blocks: Vec::new(),
+    };
 
     for (i, raw) in text.lines().enumerate() {
         let ln = i + 1;
@@ -286,13 +310,16 @@ pub fn parse_mb_groups(text: &str, file: &str) -> Result<MbGroupsSummary, ParseE
         parse_u64(group, file, ln, "group number")?;
         if fields.trim().eq_ignore_ascii_case("I/O error") {
             s.io_error_groups += 1;
+            s.group_free_blocks.push(None);
             continue;
         }
         let toks: Vec<&str> = fields.split_whitespace().collect();
         if toks.len() != cols.len() {
             return Err(perr(file, ln, format!("{} fields, header has {}", toks.len(), cols.len())));
         }
-        s.free_blocks = s.free_blocks.saturating_add(parse_u64(toks[free_col], file, ln, "free")?);
+        let free = parse_u64(toks[free_col], file, ln, "free")?;
+        s.group_free_blocks.push(Some(free));
+        s.free_blocks = s.free_blocks.saturating_add(free);
         s.fragments = s.fragments.saturating_add(parse_u64(toks[frags_col], file, ln, "frags")?);
         for &(c, k) in &order_cols {
             let v = parse_u64(toks[c], file, ln, &cols[c])?;
@@ -361,6 +388,8 @@ pub struct MbStructsDelta {
 /// Change of the `mb_groups` totals (after − before).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct MbGroupsDelta {
+    /// See [`MbGroupsSummary::groups_touched`].
+    pub groups_touched: Option<u64>,
     pub free_blocks: i64,
     pub fragments: i64,
     pub order_counts: Vec<i64>,
@@ -399,6 +428,7 @@ pub fn delta(before: &Ext4Snapshot, after: &Ext4Snapshot) -> Ext4Delta {
     };
     let mb_groups = match (&before.mb_groups, &after.mb_groups) {
         (Some(b), Some(a)) => Some(MbGroupsDelta {
+            groups_touched: b.groups_touched(a),
             free_blocks: sub(a.free_blocks, b.free_blocks),
             fragments: sub(a.fragments, b.fragments),
             order_counts: sub_vec(&a.order_counts, &b.order_counts),
@@ -414,6 +444,8 @@ pub const SMALL_ORDER_LIMIT: usize = 4;
 
 impl Ext4Delta {
     /// Metrics:
+    /// * `ext4.groups_touched` — block groups whose free blocks changed (lower:
+    ///   allocations kept together);
     /// * `ext4.free_fragments_delta` — change of free-space fragments (lower is better);
     /// * `ext4.free_fragments_after` — free-space fragments after the run (lower);
     /// * `ext4.small_free_extents_delta` — change of free extents of order < 4 (lower);
@@ -425,6 +457,9 @@ impl Ext4Delta {
     pub fn metrics(&self) -> Vec<Metric> {
         let mut m = Vec::new();
         if let Some(g) = &self.mb_groups {
+            if let Some(touched) = g.groups_touched {
+                m.push(Metric::lower("ext4.groups_touched", "groups", touched as f64));
+            }
             m.push(Metric::lower("ext4.free_fragments_delta", "count", g.fragments as f64));
             m.push(Metric::lower("ext4.free_fragments_after", "count", g.after.fragments as f64));
             let small: i64 = g.order_counts.iter().take(SMALL_ORDER_LIMIT).sum();

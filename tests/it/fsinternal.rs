@@ -75,6 +75,21 @@ fn real_6_18_mb_groups_totals() {
     assert_eq!(used.order_counts, vec![12, 4, 13, 13, 8, 9, 9, 10, 2, 9, 8, 100, 0, 0]);
     assert_eq!(used.largest_free_order(), Some(11));
     assert_eq!(used.io_error_groups, 0);
+    // Groups whose `free` column differs between the two files, counted
+    // independently with awk: 3. The other way round is the same set.
+    assert_eq!(fresh.groups_touched(&used), Some(3));
+    assert_eq!(used.groups_touched(&fresh), Some(3));
+    assert_eq!(fresh.groups_touched(&fresh), Some(0));
+    let metrics = ext4::delta(
+        &ext4::Ext4Snapshot { mb_structs_summary: None, mb_groups: Some(fresh.clone()), notes: vec![] },
+        &ext4::Ext4Snapshot { mb_structs_summary: None, mb_groups: Some(used.clone()), notes: vec![] },
+    )
+    .metrics();
+    let touched = metrics.iter().find(|m| m.name == "ext4.groups_touched").expect("groups_touched metric");
+    assert_eq!(touched.value, 3.0);
+    // A snapshot stored before per-group counts existed has none: no figure, not 0.
+    let old = ext4::MbGroupsSummary { group_free_blocks: vec![], ..used };
+    assert_eq!(fresh.groups_touched(&old), None);
 }
 
 #[test]
@@ -89,6 +104,8 @@ fn mb_groups_io_error_row_and_4k_orders() {
     assert_eq!(g.order_counts[13], 4);
     assert_eq!(g.largest_free_order(), Some(13));
     assert_eq!(g.extents_below_order(4), 6);
+    // The I/O-error group keeps its place, so groups line up between snapshots.
+    assert_eq!(g.group_free_blocks, vec![Some(100), Some(32768), None, Some(7)]);
 }
 
 #[test]
