@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use super::runs::{put_run, Existing, FullRun};
+use super::runs::{put_run, Existing, WholeRun};
 use super::*;
 use crate::analysis::compare_series;
 use crate::stats::CompareConfig;
@@ -120,6 +120,22 @@ fn write_bench() {
     }
 }
 
+/// Run `s` of a bench experiment, 4 metrics and no samples, recorded on
+/// `(machine, shard)` if given.
+fn lean_run(s: usize, on: Option<(&Machine, usize)>) -> WholeRun<'_> {
+    let mut r = bench_run(s, if s % 2 == 0 { "zeta" } else { "alpha" });
+    r.status = Some(RunStatus::Ok);
+    r.monitor = None;
+    r.extras.clear();
+    r.notes.clear();
+    WholeRun {
+        record: std::borrow::Cow::Owned(r),
+        uuid: Some(uuid::Uuid::new_v4().to_string().into()),
+        shard: on.map(|(_, k)| k),
+        machine: on.map(|(m, _)| std::borrow::Cow::Borrowed(m)),
+    }
+}
+
 /// Fills `store` with `experiments` × `per` runs (4 metrics, no samples), in
 /// big transactions (population is not what is measured).
 fn populate(store: &mut Store, experiments: usize, per: usize) -> i64 {
@@ -128,16 +144,7 @@ fn populate(store: &mut Store, experiments: usize, per: usize) -> i64 {
         let e = store.create_experiment(&new_exp(&format!("exp{x}"), "h")).unwrap();
         last = e;
         for chunk in (0..per).collect::<Vec<_>>().chunks(2000) {
-            let runs: Vec<FullRun> = chunk
-                .iter()
-                .map(|&s| {
-                    let mut r = bench_run(s, if s % 2 == 0 { "zeta" } else { "alpha" });
-                    r.monitor = None;
-                    r.extras.clear();
-                    r.notes.clear();
-                    FullRun::from_record(&r, RunStatus::Ok, None, None)
-                })
-                .collect();
+            let runs: Vec<WholeRun> = chunk.iter().map(|&s| lean_run(s, None)).collect();
             store
                 .write(|q| {
                     for r in &runs {
@@ -246,20 +253,11 @@ fn fleet_bench() {
             }
             let t = Instant::now();
             for chunk in (0..total).collect::<Vec<_>>().chunks(2000) {
-                let runs: Vec<FullRun> = chunk
+                let runs: Vec<WholeRun> = chunk
                     .iter()
                     .map(|&s| {
-                        let mut r = bench_run(s, if s % 2 == 0 { "zeta" } else { "alpha" });
-                        r.monitor = None;
-                        r.extras.clear();
-                        r.notes.clear();
                         let k = (s / 2) % 4;
-                        FullRun::from_record(
-                            &r,
-                            RunStatus::Ok,
-                            Some(&machines[k]),
-                            Some(Shard { index: k + 1, count: 4 }),
-                        )
+                        lean_run(s, Some((&machines[k], k + 1)))
                     })
                     .collect();
                 store
