@@ -16,7 +16,6 @@ impl Exporter for Csv {
         unsupported(Format::Csv, "a report (use `fslab export --format csv`)")
     }
 
-
     fn document(&self, doc: &dyn Document) -> Result<String> {
         doc.csv().unwrap_or_else(|| unsupported(Format::Csv, doc.what()))
     }

@@ -46,7 +46,6 @@ impl Exporter for Json {
         unsupported(Format::Json, "a report (use `fslab export --format json`)")
     }
 
-
     fn document(&self, doc: &dyn Document) -> Result<String> {
         doc.to_json()
     }

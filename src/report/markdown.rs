@@ -24,7 +24,6 @@ impl Exporter for Markdown {
         Ok(render_markdown(data))
     }
 
-
     fn document(&self, doc: &dyn Document) -> Result<String> {
         doc.markdown().map_or_else(|| unsupported(Format::Markdown, doc.what()), Ok)
     }

@@ -34,7 +34,6 @@ impl Exporter for Text {
         unsupported(Format::Text, "a report (use --format markdown)")
     }
 
-
     fn document(&self, doc: &dyn Document) -> Result<String> {
         Ok(doc.text())
     }

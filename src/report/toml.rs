@@ -17,7 +17,6 @@ impl Exporter for Toml {
         unsupported(Format::Toml, "a report")
     }
 
-
     fn document(&self, doc: &dyn Document) -> Result<String> {
         doc.toml().map_or_else(|| unsupported(Format::Toml, doc.what()), Ok)
     }

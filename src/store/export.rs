@@ -78,7 +78,9 @@ pub fn export(store: &Store, experiment_id: i64) -> Result<Export> {
     let variants = e
         .variants
         .into_iter()
-        .map(|v| Ok(Configured { config: configured(format!("config of variant {:?}", v.name), &v.config_json)?, row: v }))
+        .map(|v| {
+            Ok(Configured { config: configured(format!("config of variant {:?}", v.name), &v.config_json)?, row: v })
+        })
         .collect::<Result<_>>()?;
     let workloads = e
         .workloads

@@ -32,7 +32,7 @@ mod tags;
 mod write;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::cell::RefCell;
 use std::path::Path;

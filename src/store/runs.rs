@@ -61,7 +61,8 @@ impl RunRow {
     /// The row `run` is stored as.
     fn of(run: &WholeRun) -> Result<RunRow> {
         let record = &*run.record;
-        let status = record.status.with_context(|| format!("run {} (seq {}) has no status", record.seq + 1, record.seq))?;
+        let status =
+            record.status.with_context(|| format!("run {} (seq {}) has no status", record.seq + 1, record.seq))?;
         let mount = record.mount.as_ref();
         let monitor = record.monitor.as_ref();
         Ok(RunRow {

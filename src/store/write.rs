@@ -174,7 +174,11 @@ impl Store {
     ) -> Result<i64> {
         let loc = self.location();
         if run.status.is_none() {
-            bail!("run {} (seq {}) of experiment {experiment_id} has no status; cannot record it", run.seq + 1, run.seq);
+            bail!(
+                "run {} (seq {}) of experiment {experiment_id} has no status; cannot record it",
+                run.seq + 1,
+                run.seq
+            );
         }
         let what = format!("run {} (seq {}) of experiment {experiment_id} in {loc}", run.seq + 1, run.seq);
         let whole = WholeRun {

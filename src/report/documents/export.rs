@@ -93,3 +93,119 @@ pub fn csv_header() -> Vec<String> {
     let bytes = w.into_inner().unwrap_or_default();
     String::from_utf8_lossy(&bytes).lines().next().unwrap_or_default().split(',').map(str::to_string).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::RunStatus;
+    use crate::report::{render, Format};
+    use crate::store::export::export;
+    use crate::store::tests::{new_exp, run, test_dbs, variant, workload};
+
+    /// Minimal RFC 4180 reader, to check the writer's output parses back.
+    fn parse_csv(text: &str) -> Vec<Vec<String>> {
+        let mut rows = Vec::new();
+        let mut row = Vec::new();
+        let mut field = String::new();
+        let mut chars = text.chars().peekable();
+        let mut quoted = false;
+        while let Some(c) = chars.next() {
+            match (quoted, c) {
+                (true, '"') if chars.peek() == Some(&'"') => {
+                    chars.next();
+                    field.push('"');
+                }
+                (true, '"') => quoted = false,
+                (true, c) => field.push(c),
+                (false, '"') => quoted = true,
+                (false, ',') => row.push(std::mem::take(&mut field)),
+                (false, '\n') => {
+                    row.push(std::mem::take(&mut field));
+                    rows.push(std::mem::take(&mut row));
+                }
+                (false, c) => field.push(c),
+            }
+        }
+        assert!(field.is_empty() && row.is_empty(), "CSV must end with a newline");
+        rows
+    }
+
+    const CSV_COLUMNS: [&str; 12] = [
+        "experiment_id",
+        "experiment",
+        "run_seq",
+        "round",
+        "variant",
+        "workload",
+        "status",
+        "error",
+        "metric",
+        "unit",
+        "higher_is_better",
+        "value",
+    ];
+
+    #[test]
+    fn csv_export_quotes_awkward_names() {
+        for db in test_dbs("csv") {
+            let mut store = db.open();
+            let mut new = new_exp("sd card, \"slow\"", "h");
+            new.variants = vec![variant(0, "ext4\ndefaults")];
+            new.workloads = vec![workload(0, "untar,linux")];
+            let exp = store.create_experiment(&new).unwrap();
+            assert_eq!(
+                parse_csv(&render(Format::Csv, &export(&store, exp).unwrap()).unwrap()),
+                vec![CSV_COLUMNS.map(String::from).to_vec()]
+            );
+            store
+                .record_run(
+                    exp,
+                    &run(
+                        0,
+                        0,
+                        "ext4\ndefaults",
+                        "untar,linux",
+                        RunStatus::Ok,
+                        vec![Metric::lower("elapsed, total", "s", 61.25), Metric::higher("rate", "\"MB\"/s", 3.0)],
+                    ),
+                )
+                .unwrap();
+            store.record_run(exp, &run(1, 0, "ext4\ndefaults", "untar,linux", RunStatus::Failed, vec![])).unwrap();
+
+            let csv = render(Format::Csv, &export(&store, exp).unwrap()).unwrap();
+            let rows = parse_csv(&csv);
+            assert_eq!(rows[0], CSV_COLUMNS.map(String::from).to_vec());
+            assert_eq!(csv_header(), CSV_COLUMNS.map(String::from).to_vec());
+            assert_eq!(rows.len(), 4);
+            let id = exp.to_string();
+            let row = |v: [&str; 12]| v.map(String::from).to_vec();
+            let name = "sd card, \"slow\"";
+            assert_eq!(
+                rows[1],
+                row([
+                    &id,
+                    name,
+                    "0",
+                    "0",
+                    "ext4\ndefaults",
+                    "untar,linux",
+                    "ok",
+                    "",
+                    "elapsed, total",
+                    "s",
+                    "false",
+                    "61.25"
+                ])
+            );
+            assert_eq!(
+                rows[2],
+                row([&id, name, "0", "0", "ext4\ndefaults", "untar,linux", "ok", "", "rate", "\"MB\"/s", "true", "3"])
+            );
+            // The failed run without metrics still shows up, with why it failed.
+            assert_eq!(
+                rows[3],
+                row([&id, name, "1", "0", "ext4\ndefaults", "untar,linux", "failed", "mkfs failed", "", "", "", ""])
+            );
+        }
+    }
+}

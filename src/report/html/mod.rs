@@ -30,7 +30,6 @@ impl Exporter for Html {
         Ok(render_html(data))
     }
 
-
     fn document(&self, doc: &dyn Document) -> Result<String> {
         doc.html().map_or_else(|| unsupported(Format::Html, doc.what()), Ok)
     }
@@ -114,6 +113,8 @@ mod tests {
                 mount: None,
                 geometry: None,
                 disk_totals: None,
+                uuid: String::new(),
+                shard: None,
             },
             monitor: None,
             extras,
