@@ -37,7 +37,10 @@ pub struct MountFacts {
     pub fs_options: Option<String>,
 }
 
-/// Everything one run produced, written to the store in one transaction.
+/// Everything one run produced, written to the store in one transaction
+/// (and read back whole by `Store::run_record`); readers of many runs get
+/// the store's lighter `StoredRun` (no samples or extras, plus the run's
+/// id, uuid and shard there).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct RunRecord {
     /// Position in the experiment's plan (0-based).

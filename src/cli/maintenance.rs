@@ -9,8 +9,8 @@ use clap::Args;
 use super::{offer, DbArg, FormatArgs};
 use fslab::cleanup::cleanup as cleanup_stale;
 use fslab::output;
+use fslab::report::documents::experiments::{ExperimentList, ListedExperiment};
 use fslab::report::{render, Format};
-use fslab::store::{ExperimentMeta, ExperimentSummary};
 use fslab::testbed::workdirs;
 
 #[derive(Args, Debug)]
@@ -32,7 +32,7 @@ pub struct ExportArgs {
 pub fn export(args: ExportArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
-    let text = args.format.chosen().exporter().runs(&store, id)?;
+    let text = render(args.format.chosen(), &fslab::store::export::export(&store, id)?)?;
     match args.output {
         Some(path) => std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?,
         None => output::print(&text)?,
@@ -49,32 +49,15 @@ pub struct ListArgs {
     format: FormatArgs,
 }
 
-/// One experiment of `fslab list --format json`: the summary's keys, then
-/// the meta's (whose `id` is the summary's, so it appears once).
-fn list_entry(summary: &ExperimentSummary, meta: &ExperimentMeta) -> Result<serde_json::Value> {
-    let mut entry = serde_json::to_value(summary)?;
-    if let (Some(object), serde_json::Value::Object(extra)) = (entry.as_object_mut(), serde_json::to_value(meta)?) {
-        for (key, value) in extra {
-            object.entry(key).or_insert(value);
-        }
-    }
-    Ok(entry)
-}
-
 pub fn list(args: ListArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
     // The store reports a `running` experiment whose fslab is gone as interrupted.
-    let list = store.list_experiments()?;
-    let format = args.format.chosen();
-    if format == Format::Json {
-        let entries = list
-            .into_iter()
-            .map(|summary| list_entry(&summary, &store.experiment_meta(summary.id)?))
-            .collect::<Result<Vec<_>>>()?;
-        output::print(&fslab::report::json::pretty(&entries)?)?;
-        return Ok(ExitCode::SUCCESS);
-    }
-    output::print(&format.exporter().experiments(&list)?)?;
+    let list = store
+        .list_experiments()?
+        .into_iter()
+        .map(|summary| Ok(ListedExperiment { meta: store.experiment_meta(summary.id)?, summary }))
+        .collect::<Result<_>>()?;
+    output::print(&render(args.format.chosen(), &ExperimentList(list))?)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -174,6 +174,8 @@ fn run(
         mount: None,
         geometry: None,
         disk_totals: None,
+        uuid: String::new(),
+        shard: None,
     }
 }
 

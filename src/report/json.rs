@@ -5,7 +5,6 @@ use serde::Serialize;
 
 use super::data::ReportData;
 use super::{unsupported, CompareReport, Document, Exporter, Format};
-use crate::store::{ExperimentSummary, Store};
 
 pub struct Json;
 
@@ -45,16 +44,6 @@ impl Exporter for Json {
 
     fn report(&self, _: &ReportData) -> Result<String> {
         unsupported(Format::Json, "a report (use `fslab export --format json`)")
-    }
-
-    /// See [`crate::store::export::to_json`] for the shape.
-    fn runs(&self, store: &Store, experiment_id: i64) -> Result<String> {
-        Ok(crate::store::export::to_json(store, experiment_id)? + "\n")
-    }
-
-    /// An array of `{id, name, created_at, status, runs_ok, runs_failed}`.
-    fn experiments(&self, list: &[ExperimentSummary]) -> Result<String> {
-        pretty(list)
     }
 
     fn document(&self, doc: &dyn Document) -> Result<String> {

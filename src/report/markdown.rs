@@ -12,7 +12,6 @@ use super::summary::{Cell, EVIDENCE_INTRO, VERDICT_COLUMNS};
 use super::{unsupported, CompareReport, Document, Exporter, Format};
 use crate::analysis::ComparisonRow;
 use crate::human;
-use crate::store::{ExperimentSummary, Store};
 
 pub struct Markdown;
 
@@ -23,14 +22,6 @@ impl Exporter for Markdown {
 
     fn report(&self, data: &ReportData) -> Result<String> {
         Ok(render_markdown(data))
-    }
-
-    fn runs(&self, _: &Store, _: i64) -> Result<String> {
-        unsupported(Format::Markdown, "an export")
-    }
-
-    fn experiments(&self, _: &[ExperimentSummary]) -> Result<String> {
-        unsupported(Format::Markdown, "the experiment list")
     }
 
     fn document(&self, doc: &dyn Document) -> Result<String> {

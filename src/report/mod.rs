@@ -5,7 +5,8 @@
 //!
 //! [`Format`] is the one `--format` enum of every command; each format is an
 //! [`Exporter`] that renders every document fslab prints, or says it does
-//! not. Besides the four documents the exporters know by type, every
+//! not. Besides the two documents the exporters know by type (a comparison
+//! and a report), every
 //! other thing a command prints is a [`Document`]: plain data whose JSON
 //! form is its serde shape and whose text (and CSV, Markdown or TOML, where
 //! they make sense) it writes itself, rendered through the same trait. What a report says (the headline, the verdict columns, the notes
@@ -32,7 +33,7 @@ use std::fmt;
 use anyhow::{bail, Result};
 use serde::Serialize;
 
-use crate::store::{ExperimentSummary, Store, StoredRun};
+use crate::store::StoredRun;
 use data::{ComparisonData, ReportData};
 
 /// Every output format of fslab; a command accepts the subset it can write.
@@ -105,10 +106,6 @@ pub trait Exporter: Sync {
     fn comparison(&self, report: &CompareReport) -> Result<String>;
     /// `fslab report`: the whole experiment.
     fn report(&self, data: &ReportData) -> Result<String>;
-    /// `fslab export`: every run with its metrics.
-    fn runs(&self, store: &Store, experiment_id: i64) -> Result<String>;
-    /// `fslab list`.
-    fn experiments(&self, list: &[ExperimentSummary]) -> Result<String>;
     /// Everything else a command prints.
     fn document(&self, doc: &dyn Document) -> Result<String>;
 }

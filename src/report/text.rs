@@ -22,7 +22,6 @@ use super::{unsupported, CompareReport, Document, Exporter, Format};
 use crate::analysis::ComparisonRow;
 use crate::human;
 use crate::stats::Verdict;
-use crate::store::{ExperimentSummary, Store};
 
 pub struct Text;
 
@@ -33,23 +32,6 @@ impl Exporter for Text {
 
     fn report(&self, _: &ReportData) -> Result<String> {
         unsupported(Format::Text, "a report (use --format markdown)")
-    }
-
-    fn runs(&self, _: &Store, _: i64) -> Result<String> {
-        unsupported(Format::Text, "an export (use --format json or csv)")
-    }
-
-    /// `   1  2026-01-01T00:00:00Z  complete      10 ok   0 failed  name`.
-    fn experiments(&self, list: &[ExperimentSummary]) -> Result<String> {
-        let mut out = String::new();
-        for e in list {
-            writeln!(
-                out,
-                "{:>4}  {}  {:<11}  {:>3} ok {:>3} failed  {}",
-                e.id, e.created_at, e.status, e.runs_ok, e.runs_failed, e.name
-            )?;
-        }
-        Ok(out)
     }
 
     fn document(&self, doc: &dyn Document) -> Result<String> {

@@ -5,7 +5,6 @@ use anyhow::Result;
 
 use super::data::ReportData;
 use super::{unsupported, CompareReport, Document, Exporter, Format};
-use crate::store::{ExperimentSummary, Store};
 
 pub struct Toml;
 
@@ -16,14 +15,6 @@ impl Exporter for Toml {
 
     fn report(&self, _: &ReportData) -> Result<String> {
         unsupported(Format::Toml, "a report")
-    }
-
-    fn runs(&self, _: &Store, _: i64) -> Result<String> {
-        unsupported(Format::Toml, "an export")
-    }
-
-    fn experiments(&self, _: &[ExperimentSummary]) -> Result<String> {
-        unsupported(Format::Toml, "the experiment list")
     }
 
     fn document(&self, doc: &dyn Document) -> Result<String> {

@@ -32,7 +32,7 @@ mod tags;
 mod write;
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::cell::RefCell;
 use std::path::Path;
@@ -51,7 +51,6 @@ pub use campaign::{CampaignStatus, Shard, ShardRow};
 pub use location::{AsLocation, StoreLocation};
 pub use machines::{HardwareUse, MachineUse, StoredMachine};
 pub use merge::MergeReport;
-pub use runs::RunMeta;
 pub use schema::SCHEMA_VERSION;
 pub use tags::{automatic_tags, parse_tag};
 
@@ -161,6 +160,8 @@ pub struct ExperimentRow {
 /// apart from [`ExperimentRow`] so code that builds those stays unchanged.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ExperimentMeta {
+    /// Not serialised: the experiment it was asked for carries it.
+    #[serde(skip_serializing)]
     pub id: i64,
     /// Stable across copies and merges of the store.
     pub uuid: String,
@@ -185,8 +186,10 @@ pub struct ExperimentSummary {
     pub runs_failed: usize,
 }
 
-/// One run as read back from the store (without its monitor samples; see
-/// [`Store::samples`]).
+/// One run as read back from the store: the [`RunRecord`](crate::record::RunRecord)'s
+/// outcome plus its identity here, without what readers fetch per run on
+/// demand (monitor samples: [`Store::samples`]; extras: [`Store::run_extras`];
+/// the machine: [`Store::run_machine`]; the whole record: [`Store::run_record`]).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct StoredRun {
     /// Database id, for [`Store::samples`].
@@ -205,6 +208,10 @@ pub struct StoredRun {
     pub mount: Option<MountFacts>,
     pub geometry: Option<String>,
     pub disk_totals: Option<DiskTotals>,
+    /// Stable across copies and merges (derived for runs stored before schema v4).
+    pub uuid: String,
+    /// K of `--shard K/N` when a shard of a campaign recorded the run.
+    pub shard: Option<usize>,
 }
 
 /// All values of one metric for one workload × variant, ready for statistics.

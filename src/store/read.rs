@@ -224,10 +224,7 @@ impl Store {
             rows.iter()
                 .map(|r| {
                     let row: RunRow = from_row(r)?;
-                    let mut run = row.to_stored()?;
-                    run.metrics = metrics.remove(&run.id).unwrap_or_default();
-                    run.disk_totals = totals.remove(&run.id);
-                    Ok(run)
+                    row.to_stored(metrics.remove(&row.id).unwrap_or_default(), totals.remove(&row.id))
                 })
                 .collect()
         })

@@ -2,8 +2,10 @@
 //! whole, and the rule for a run that is already there.
 //!
 //! [`record_run`](super::Store::record_run) and [`merge`](super::merge)
-//! both go through [`put_run`], so a run copied from another store is
-//! written exactly like one recorded live.
+//! both go through [`put_run`] with a [`WholeRun`], so a run copied from
+//! another store is written exactly like one recorded live.
+
+use std::borrow::Cow;
 
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
@@ -12,21 +14,24 @@ use super::columns::{from_row, insert_all, insert_one};
 use super::extras::{extras_of, insert_extras, read_extras, record_extras};
 use super::machines::{machine_id, StoredMachine};
 use super::sql::{int, params, Sql, Value};
-use super::{Shard, Store, StoredRun};
+use super::{Store, StoredRun};
 use crate::inspect::machine::Machine;
 use crate::metric::Metric;
 use crate::monitor::{CpuSample, DiskTotals, IostatSample, MonitorData};
 use crate::record::{MountFacts, RunRecord, RunStatus};
 
-/// The `runs` table's columns, one field each; [`put_run`] and the readers
-/// both go through this struct.
+/// The `runs` table's columns, one field each: the SQL codec of a run's
+/// own row ([`from_row`]/[`insert_one`] map it by field name), not a run
+/// type anyone outside this module sees. It exists because the table is
+/// flat where the run is not (mount facts and the monitor's header are
+/// columns here, nested structs in [`RunRecord`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub(super) struct RunRow {
     #[serde(skip_serializing, default)]
     pub id: i64,
     #[serde(skip_serializing, default)]
     pub experiment_id: i64,
-    /// A store-local id; the machine itself travels as [`FullRun::machine`].
+    /// A store-local id; the machine itself travels as [`WholeRun::machine`].
     #[serde(skip_serializing, default)]
     pub machine_id: Option<i64>,
     #[serde(default)]
@@ -53,6 +58,37 @@ pub(super) struct RunRow {
 }
 
 impl RunRow {
+    /// The row `run` is stored as.
+    fn of(run: &WholeRun) -> Result<RunRow> {
+        let record = &*run.record;
+        let status =
+            record.status.with_context(|| format!("run {} (seq {}) has no status", record.seq + 1, record.seq))?;
+        let mount = record.mount.as_ref();
+        let monitor = record.monitor.as_ref();
+        Ok(RunRow {
+            uuid: run.uuid.as_deref().map(str::to_string),
+            seq: record.seq,
+            round: record.round,
+            variant: record.variant.clone(),
+            workload: record.workload.clone(),
+            status: status.as_str().to_string(),
+            error: record.error.clone(),
+            started_at: record.started_at,
+            wall_s: record.wall_s,
+            mount_source: mount.map(|m| m.source.clone()),
+            mount_fstype: mount.map(|m| m.fstype.clone()),
+            mount_options: mount.map(|m| m.mount_options.clone()),
+            mount_super_options: mount.map(|m| m.super_options.clone()),
+            mount_fs_options: mount.and_then(|m| m.fs_options.clone()),
+            geometry: record.geometry.clone(),
+            has_monitor: monitor.is_some(),
+            monitor_device: monitor.and_then(|m| m.device.clone()),
+            monitor_interval_s: monitor.map(|m| m.interval_s),
+            shard: run.shard,
+            ..RunRow::default()
+        })
+    }
+
     pub fn status(&self) -> Result<RunStatus> {
         match self.status.as_str() {
             "ok" => Ok(RunStatus::Ok),
@@ -72,8 +108,8 @@ impl RunRow {
         })
     }
 
-    /// The run without metrics and totals (filled in by the caller).
-    pub fn to_stored(&self) -> Result<StoredRun> {
+    /// The run as readers see it, with its metrics and device totals.
+    pub fn to_stored(&self, metrics: Vec<Metric>, disk_totals: Option<DiskTotals>) -> Result<StoredRun> {
         Ok(StoredRun {
             id: self.id,
             seq: self.seq,
@@ -84,92 +120,59 @@ impl RunRow {
             error: self.error.clone(),
             started_at: self.started_at,
             wall_s: self.wall_s,
-            metrics: Vec::new(),
+            metrics,
             mount: self.mount(),
             geometry: self.geometry.clone(),
-            disk_totals: None,
+            disk_totals,
+            uuid: self.uuid.clone().unwrap_or_default(),
+            shard: self.shard,
+        })
+    }
+
+    /// The runner's record of this row, without metrics, monitor and extras
+    /// (filled in by the caller).
+    fn to_record(&self) -> Result<RunRecord> {
+        Ok(RunRecord {
+            seq: self.seq,
+            round: self.round,
+            variant: self.variant.clone(),
+            workload: self.workload.clone(),
+            status: Some(self.status()?),
+            error: self.error.clone(),
+            started_at: self.started_at,
+            wall_s: self.wall_s,
+            mount: self.mount(),
+            geometry: self.geometry.clone(),
+            ..RunRecord::default()
         })
     }
 }
 
-/// Everything stored about one run, free of store-local ids, so it can be
-/// compared between stores and written to another.
+/// Everything stored about one run, free of store-local ids: the runner's
+/// record and who recorded it. Borrowed from the runner when recording
+/// live, owned when read from a store (merge, and the run already at a
+/// seq), so one type serves both and two runs compare as stored.
 #[derive(Clone, Debug, Serialize)]
-pub(super) struct FullRun {
-    /// The row; `id`, `experiment_id`, `machine_id` are ignored on write.
-    pub row: RunRow,
-    pub metrics: Vec<Metric>,
-    pub monitor: Option<MonitorData>,
-    pub extras: Vec<(String, serde_json::Value)>,
-    pub machine: Option<Machine>,
+pub(super) struct WholeRun<'a> {
+    pub record: Cow<'a, RunRecord>,
+    /// Stable across copies and merges; `None` only in a store edited by hand.
+    pub uuid: Option<Cow<'a, str>>,
+    /// K of `--shard K/N` when a shard of a campaign recorded the run.
+    pub shard: Option<usize>,
+    pub machine: Option<Cow<'a, Machine>>,
 }
 
-impl FullRun {
-    /// A run as the runner produced it, with the recording context.
-    pub fn from_record(run: &RunRecord, status: RunStatus, machine: Option<&Machine>, shard: Option<Shard>) -> FullRun {
-        let mount = run.mount.as_ref();
-        let monitor = run.monitor.as_ref();
-        FullRun {
-            row: RunRow {
-                uuid: Some(uuid::Uuid::new_v4().to_string()),
-                seq: run.seq,
-                round: run.round,
-                variant: run.variant.clone(),
-                workload: run.workload.clone(),
-                status: status.as_str().to_string(),
-                error: run.error.clone(),
-                started_at: run.started_at,
-                wall_s: run.wall_s,
-                mount_source: mount.map(|m| m.source.clone()),
-                mount_fstype: mount.map(|m| m.fstype.clone()),
-                mount_options: mount.map(|m| m.mount_options.clone()),
-                mount_super_options: mount.map(|m| m.super_options.clone()),
-                mount_fs_options: mount.and_then(|m| m.fs_options.clone()),
-                geometry: run.geometry.clone(),
-                has_monitor: monitor.is_some(),
-                monitor_device: monitor.and_then(|m| m.device.clone()),
-                monitor_interval_s: monitor.map(|m| m.interval_s),
-                shard: shard.map(|s| s.index),
-                ..RunRow::default()
-            },
-            metrics: run.metrics.clone(),
-            monitor: run.monitor.clone(),
-            extras: extras_of(run),
-            machine: machine.cloned(),
-        }
-    }
-
-    /// What identifies the content: everything but the uuid and local ids.
+impl WholeRun<'_> {
+    /// What identifies the content: everything but the uuid.
     /// NaN and NULL compare equal (both are `null`), as stored.
     fn content(&self) -> Result<serde_json::Value> {
         let mut v = serde_json::to_value(self)?;
-        v["row"]["uuid"] = serde_json::Value::Null;
+        v["uuid"] = serde_json::Value::Null;
         Ok(v)
     }
 
-    pub fn same_content(&self, other: &FullRun) -> Result<bool> {
+    pub fn same_content(&self, other: &WholeRun) -> Result<bool> {
         Ok(self.content()? == other.content()?)
-    }
-
-    /// Back to the runner's shape (extras sorted into their fields).
-    pub fn to_record(&self) -> Result<RunRecord> {
-        let mut record = RunRecord {
-            seq: self.row.seq,
-            round: self.row.round,
-            variant: self.row.variant.clone(),
-            workload: self.row.workload.clone(),
-            status: Some(self.row.status()?),
-            error: self.row.error.clone(),
-            started_at: self.row.started_at,
-            wall_s: self.row.wall_s,
-            metrics: self.metrics.clone(),
-            monitor: self.monitor.clone(),
-            mount: self.row.mount(),
-            geometry: self.row.geometry.clone(),
-            ..RunRecord::default()
-        };
-        record_extras(&mut record, &self.extras)?;
-        Ok(record)
     }
 }
 
@@ -206,20 +209,21 @@ impl Put {
 }
 
 /// Writes `run` into `experiment_id` inside the caller's transaction.
-pub(super) fn put_run(q: &mut dyn Sql, experiment_id: i64, run: &FullRun, existing: Existing) -> Result<Put> {
-    let seq = run.row.seq;
+pub(super) fn put_run(q: &mut dyn Sql, experiment_id: i64, run: &WholeRun, existing: Existing) -> Result<Put> {
+    let row = RunRow::of(run)?;
+    let seq = row.seq;
     let earlier = q.query_opt(
         "SELECT id, status FROM runs WHERE experiment_id = ?1 AND seq = ?2",
         &[Value::Int(experiment_id), int(seq)?],
     )?;
     let mut replaced = false;
-    if let Some(row) = earlier {
-        let (old_id, old_status): (i64, String) = (row.get(0)?, row.get(1)?);
+    if let Some(earlier) = earlier {
+        let (old_id, old_status): (i64, String) = (earlier.get(0)?, earlier.get(1)?);
         let old = load_run(q, old_id)?;
         if old.same_content(run)? {
             return Ok(Put::Unchanged(old_id));
         }
-        let new_ok = run.row.status == RunStatus::Ok.as_str();
+        let new_ok = row.status == RunStatus::Ok.as_str();
         let old_ok = old_status == RunStatus::Ok.as_str();
         match (existing, old_ok, new_ok) {
             (Existing::Record, true, _) => {
@@ -229,8 +233,8 @@ pub(super) fn put_run(q: &mut dyn Sql, experiment_id: i64, run: &FullRun, existi
                 "run {} (seq {seq}) is stored ok in both with different content (uuid {} here, {} there); \
                  refusing to pick one",
                 seq + 1,
-                old.row.uuid.as_deref().unwrap_or("?"),
-                run.row.uuid.as_deref().unwrap_or("?")
+                old.uuid.as_deref().unwrap_or("?"),
+                run.uuid.as_deref().unwrap_or("?")
             ),
             (Existing::Merge, true, false) | (Existing::Merge, false, false) => return Ok(Put::Kept(old_id)),
             (Existing::Record, false, _) | (Existing::Merge, false, true) => {
@@ -247,13 +251,14 @@ pub(super) fn put_run(q: &mut dyn Sql, experiment_id: i64, run: &FullRun, existi
         None => None,
     };
     let fixed = [("experiment_id", Value::Int(experiment_id)), ("machine_id", Value::from(machine))];
-    let id: i64 = insert_one(q, "runs", &fixed, &run.row, Some("id"))?.expect("RETURNING asked").get(0)?;
-    insert_all(q, "metrics", &["run_id", "position"], &run.metrics, |i| Ok(vec![Value::Int(id), int(i)?]))
-        .with_context(|| metric_context(&run.metrics))?;
-    if let Some(m) = &run.monitor {
+    let id: i64 = insert_one(q, "runs", &fixed, &row, Some("id"))?.expect("RETURNING asked").get(0)?;
+    let record = &*run.record;
+    insert_all(q, "metrics", &["run_id", "position"], &record.metrics, |i| Ok(vec![Value::Int(id), int(i)?]))
+        .with_context(|| metric_context(&record.metrics))?;
+    if let Some(m) = &record.monitor {
         insert_monitor(q, id, m).context("monitor data")?;
     }
-    insert_extras(q, id, &run.extras).context("extras")?;
+    insert_extras(q, id, &extras_of(record)).context("extras")?;
     Ok(if replaced { Put::Replaced(id) } else { Put::Inserted(id) })
 }
 
@@ -282,16 +287,27 @@ pub(super) fn run_row(q: &mut dyn Sql, run_id: i64) -> Result<Option<RunRow>> {
     q.query_opt("SELECT * FROM runs WHERE id = ?1", params![run_id])?.map(|r| from_row(&r)).transpose()
 }
 
+/// A run's metrics in the order the workload reported them.
+fn metrics(q: &mut dyn Sql, run_id: i64) -> Result<Vec<Metric>> {
+    q.query("SELECT * FROM metrics WHERE run_id = ?1 ORDER BY position", params![run_id])?
+        .iter()
+        .map(from_row::<Metric>)
+        .collect()
+}
+
+fn disk_totals(q: &mut dyn Sql, run_id: i64) -> Result<Option<DiskTotals>> {
+    q.query_opt("SELECT * FROM disk_totals WHERE run_id = ?1", params![run_id])?
+        .map(|r| from_row::<DiskTotals>(&r))
+        .transpose()
+}
+
 /// The monitor data of a run whose row is `row`.
 pub(super) fn load_monitor(q: &mut dyn Sql, row: &RunRow) -> Result<Option<MonitorData>> {
     if !row.has_monitor {
         return Ok(None);
     }
     let id = row.id;
-    let disk_totals = q
-        .query_opt("SELECT * FROM disk_totals WHERE run_id = ?1", params![id])?
-        .map(|r| from_row::<DiskTotals>(&r))
-        .transpose()?;
+    let disk_totals = disk_totals(q, id)?;
     let disk = q
         .query("SELECT * FROM iostat_samples WHERE run_id = ?1 ORDER BY idx", params![id])?
         .iter()
@@ -311,46 +327,40 @@ pub(super) fn load_monitor(q: &mut dyn Sql, row: &RunRow) -> Result<Option<Monit
     }))
 }
 
-/// Everything about one run.
-pub(super) fn load_run(q: &mut dyn Sql, run_id: i64) -> Result<FullRun> {
+/// Everything about one run, owned.
+pub(super) fn load_run(q: &mut dyn Sql, run_id: i64) -> Result<WholeRun<'static>> {
     let row = run_row(q, run_id)?.with_context(|| format!("no run {run_id}"))?;
-    let metrics = q
-        .query("SELECT * FROM metrics WHERE run_id = ?1 ORDER BY position", params![run_id])?
-        .iter()
-        .map(from_row::<Metric>)
-        .collect::<Result<_>>()?;
-    let monitor = load_monitor(q, &row)?;
-    let extras = read_extras(q, run_id)?;
+    let mut record = row.to_record()?;
+    record.metrics = metrics(q, run_id)?;
+    record.monitor = load_monitor(q, &row)?;
+    record_extras(&mut record, &read_extras(q, run_id)?)?;
     let machine = match row.machine_id {
-        Some(id) => super::machines::machine_by_id(q, id)?.map(|m| m.machine),
+        Some(id) => super::machines::machine_by_id(q, id)?.map(|m| Cow::Owned(m.machine)),
         None => None,
     };
-    Ok(FullRun { row, metrics, monitor, extras, machine })
-}
-
-/// A run's identity and provenance ([`Store::run_meta`]).
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RunMeta {
-    pub run_id: i64,
-    /// Stable across copies and merges (derived for runs stored before schema v4).
-    pub uuid: String,
-    /// K of `--shard K/N` when a shard of a campaign recorded the run.
-    pub shard: Option<usize>,
-    /// The machine the run ran on, if it was recorded (schema v4 on).
-    pub machine: Option<StoredMachine>,
+    Ok(WholeRun { record: Cow::Owned(record), uuid: row.uuid.map(Cow::Owned), shard: row.shard, machine })
 }
 
 impl Store {
-    /// A run's uuid, shard and machine.
-    pub fn run_meta(&self, run_id: i64) -> Result<RunMeta> {
+    /// One run as [`Store::runs`] reads it.
+    pub fn run(&self, run_id: i64) -> Result<StoredRun> {
         let loc = self.location();
         self.snapshot(|q| {
             let row = run_row(q, run_id)?.with_context(|| format!("no run {run_id} in {loc}"))?;
-            let machine = match row.machine_id {
-                Some(id) => super::machines::machine_by_id(q, id)?,
-                None => None,
-            };
-            Ok(RunMeta { run_id, uuid: row.uuid.unwrap_or_default(), shard: row.shard, machine })
+            row.to_stored(metrics(q, run_id)?, disk_totals(q, run_id)?)
+        })
+        .with_context(|| format!("cannot read run {run_id} from {loc}"))
+    }
+
+    /// The machine a run ran on, if it was recorded (schema v4 on).
+    pub fn run_machine(&self, run_id: i64) -> Result<Option<StoredMachine>> {
+        let loc = self.location();
+        self.snapshot(|q| {
+            let row = run_row(q, run_id)?.with_context(|| format!("no run {run_id} in {loc}"))?;
+            match row.machine_id {
+                Some(id) => super::machines::machine_by_id(q, id),
+                None => Ok(None),
+            }
         })
         .with_context(|| format!("cannot read run {run_id} from {loc}"))
     }
@@ -358,7 +368,7 @@ impl Store {
     /// One run whole, in the shape the runner hands to [`Store::record_run`].
     pub fn run_record(&self, run_id: i64) -> Result<RunRecord> {
         let loc = self.location();
-        self.snapshot(|q| load_run(q, run_id)?.to_record())
+        self.snapshot(|q| Ok(load_run(q, run_id)?.record.into_owned()))
             .with_context(|| format!("cannot read run {run_id} from {loc}"))
     }
 }

@@ -1,11 +1,13 @@
 //! Writing experiments and runs.
 
+use std::borrow::Cow;
+
 use anyhow::{anyhow, bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::campaign::{heartbeat, shard_count, update_campaign_status};
 use super::columns::insert_one;
-use super::runs::{put_run, Existing, FullRun};
+use super::runs::{put_run, Existing, WholeRun};
 use super::sql::{params, Sql, Value};
 use super::{check_json, now_rfc3339, NewExperiment, RecordingContext, Store, VariantRow, WorkloadRow};
 use crate::record::RunRecord;
@@ -171,16 +173,20 @@ impl Store {
         uuid: &str,
     ) -> Result<i64> {
         let loc = self.location();
-        let status = run.status.ok_or_else(|| {
-            anyhow!(
+        if run.status.is_none() {
+            bail!(
                 "run {} (seq {}) of experiment {experiment_id} has no status; cannot record it",
                 run.seq + 1,
                 run.seq
-            )
-        })?;
+            );
+        }
         let what = format!("run {} (seq {}) of experiment {experiment_id} in {loc}", run.seq + 1, run.seq);
-        let mut full = FullRun::from_record(run, status, context.machine.as_ref(), context.shard);
-        full.row.uuid = Some(uuid.to_string());
+        let whole = WholeRun {
+            record: Cow::Borrowed(run),
+            uuid: Some(Cow::Borrowed(uuid)),
+            shard: context.shard.map(|s| s.index),
+            machine: context.machine.as_ref().map(Cow::Borrowed),
+        };
         let window = write_retry_window();
         let deadline = std::time::Instant::now() + window;
         let mut attempt = 0u32;
@@ -190,7 +196,7 @@ impl Store {
                     return stored.get(0);
                 }
                 super::read::require_experiment(q, experiment_id, &loc)?;
-                let put = put_run(q, experiment_id, &full, Existing::Record)?;
+                let put = put_run(q, experiment_id, &whole, Existing::Record)?;
                 if let Some(shard) = context.shard {
                     if shard_count(q, experiment_id)?.is_some() {
                         heartbeat(q, experiment_id, shard.index)?;

@@ -84,9 +84,8 @@ fn ended(what: &str, out: Output) -> String {
 fn stored(store: &Store, id: i64) -> BTreeMap<usize, (RunStatus, Option<usize>)> {
     let mut seen = BTreeMap::new();
     for r in store.runs(id).unwrap() {
-        let meta = store.run_meta(r.id).unwrap();
-        assert!(meta.machine.is_some(), "run {} carries no machine", r.seq);
-        assert!(seen.insert(r.seq, (r.status, meta.shard)).is_none(), "seq {} stored twice", r.seq);
+        assert!(store.run_machine(r.id).unwrap().is_some(), "run {} carries no machine", r.seq);
+        assert!(seen.insert(r.seq, (r.status, r.shard)).is_none(), "seq {} stored twice", r.seq);
     }
     seen
 }
@@ -200,7 +199,7 @@ fn adaptive_shards_add_rounds_only_in_their_own_slice() {
     assert!(runs.len() >= 4 && runs.len() <= 14, "{} runs", runs.len());
     for r in &runs {
         let owner = r.round % 2 + 1;
-        assert_eq!(store.run_meta(r.id).unwrap().shard, Some(owner), "round {} ran on the wrong shard", r.round);
+        assert_eq!(r.shard, Some(owner), "round {} ran on the wrong shard", r.round);
         assert!(r.round < 7 && r.seq == r.round * 2 + usize::from(r.variant == "b"), "{r:?}");
     }
     // Both fixed rounds are there; extra rounds come in whole blocks.

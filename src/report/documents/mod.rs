@@ -1,10 +1,11 @@
-//! The [`super::Document`]s of commands other than compare, report, export
-//! and list, one file per command family: plain data the CLI fills, with
-//! its text form here (JSON is the serde shape). Documents over a higher
+//! The [`super::Document`]s of commands other than compare and report, one
+//! file per command family: plain data the CLI fills, with its text form here (JSON is the serde shape). Documents over a higher
 //! layer's data (iostat logs, bisect results, history) implement the trait
 //! in their own module.
 
 pub mod cleanup;
+pub mod experiments;
+pub mod export;
 pub mod inspect;
 pub mod kernels;
 pub mod merge;

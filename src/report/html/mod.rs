@@ -16,7 +16,6 @@ use anyhow::Result;
 use super::data::ReportData;
 use super::svg::esc;
 use super::{unsupported, CompareReport, Document, Exporter, Format};
-use crate::store::{ExperimentSummary, Store};
 
 pub use iostat::{iostat_charts, IoPoint, IoSeries};
 
@@ -29,14 +28,6 @@ impl Exporter for Html {
 
     fn report(&self, data: &ReportData) -> Result<String> {
         Ok(render_html(data))
-    }
-
-    fn runs(&self, _: &Store, _: i64) -> Result<String> {
-        unsupported(Format::Html, "an export (use `fslab report`)")
-    }
-
-    fn experiments(&self, _: &[ExperimentSummary]) -> Result<String> {
-        unsupported(Format::Html, "the experiment list")
     }
 
     fn document(&self, doc: &dyn Document) -> Result<String> {
@@ -122,6 +113,8 @@ mod tests {
                 mount: None,
                 geometry: None,
                 disk_totals: None,
+                uuid: String::new(),
+                shard: None,
             },
             monitor: None,
             extras,

@@ -14,9 +14,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::runs::{put_run, Existing, FullRun};
+use super::runs::{put_run, Existing, WholeRun};
 use super::*;
 use crate::analysis::compare_series;
+use crate::inspect::machine::Machine;
 use crate::stats::CompareConfig;
 
 /// A monitored run; samples are copies of two distinct ones (making every
@@ -120,6 +121,34 @@ fn write_bench() {
     }
 }
 
+/// Run `s` of a bench experiment, 4 metrics and no samples, recorded on
+/// `(machine, shard)` if given.
+fn lean_run(s: usize, on: Option<(&Machine, usize)>) -> WholeRun<'_> {
+    let mut r = bench_run(s, if s.is_multiple_of(2) { "zeta" } else { "alpha" });
+    r.status = Some(RunStatus::Ok);
+    r.monitor = None;
+    r.extras.clear();
+    r.notes.clear();
+    WholeRun {
+        record: std::borrow::Cow::Owned(r),
+        uuid: Some(uuid::Uuid::new_v4().to_string().into()),
+        shard: on.map(|(_, k)| k),
+        machine: on.map(|(m, _)| std::borrow::Cow::Borrowed(m)),
+    }
+}
+
+/// Writes `runs` into experiment `e` in one transaction.
+fn put_all(store: &mut Store, e: i64, runs: &[WholeRun]) {
+    store
+        .write(|q| {
+            for r in runs {
+                put_run(q, e, r, Existing::Record)?;
+            }
+            Ok(())
+        })
+        .unwrap();
+}
+
 /// Fills `store` with `experiments` × `per` runs (4 metrics, no samples), in
 /// big transactions (population is not what is measured).
 fn populate(store: &mut Store, experiments: usize, per: usize) -> i64 {
@@ -128,24 +157,8 @@ fn populate(store: &mut Store, experiments: usize, per: usize) -> i64 {
         let e = store.create_experiment(&new_exp(&format!("exp{x}"), "h")).unwrap();
         last = e;
         for chunk in (0..per).collect::<Vec<_>>().chunks(2000) {
-            let runs: Vec<FullRun> = chunk
-                .iter()
-                .map(|&s| {
-                    let mut r = bench_run(s, if s % 2 == 0 { "zeta" } else { "alpha" });
-                    r.monitor = None;
-                    r.extras.clear();
-                    r.notes.clear();
-                    FullRun::from_record(&r, RunStatus::Ok, None, None)
-                })
-                .collect();
-            store
-                .write(|q| {
-                    for r in &runs {
-                        put_run(q, e, r, Existing::Record)?;
-                    }
-                    Ok(())
-                })
-                .unwrap();
+            let runs: Vec<WholeRun> = chunk.iter().map(|&s| lean_run(s, None)).collect();
+            put_all(store, e, &runs);
         }
     }
     last
@@ -228,7 +241,6 @@ fn compare_bench() {
 /// `compare --across-machines` is the opposite of (hardware_groups +
 /// metric_series_on + statistics for each machine).
 fn fleet_bench() {
-    use crate::inspect::machine::Machine;
     let bin = std::env::var("FSLAB_BENCH_BIN")
         .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/target/release/fslab").to_string());
     let sizes: Vec<usize> = std::env::var("FSLAB_BENCH_SIZES")
@@ -246,30 +258,14 @@ fn fleet_bench() {
             }
             let t = Instant::now();
             for chunk in (0..total).collect::<Vec<_>>().chunks(2000) {
-                let runs: Vec<FullRun> = chunk
+                let runs: Vec<WholeRun> = chunk
                     .iter()
                     .map(|&s| {
-                        let mut r = bench_run(s, if s % 2 == 0 { "zeta" } else { "alpha" });
-                        r.monitor = None;
-                        r.extras.clear();
-                        r.notes.clear();
                         let k = (s / 2) % 4;
-                        FullRun::from_record(
-                            &r,
-                            RunStatus::Ok,
-                            Some(&machines[k]),
-                            Some(Shard { index: k + 1, count: 4 }),
-                        )
+                        lean_run(s, Some((&machines[k], k + 1)))
                     })
                     .collect();
-                store
-                    .write(|q| {
-                        for r in &runs {
-                            put_run(q, e, r, Existing::Record)?;
-                        }
-                        Ok(())
-                    })
-                    .unwrap();
+                put_all(&mut store, e, &runs);
             }
             for k in 1..=4 {
                 store.finish_shard(e, k, "complete").unwrap();

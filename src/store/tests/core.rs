@@ -37,9 +37,10 @@ fn round_trip_full_run() {
         assert_eq!(store.monitor(run_id).unwrap().as_ref(), Some(monitor));
         // The whole record, extras included, comes back as it went in.
         assert_eq!(json(&store.run_record(run_id).unwrap()), json(&record), "{}", db.backend);
-        let meta = store.run_meta(run_id).unwrap();
-        assert!(uuid::Uuid::parse_str(&meta.uuid).is_ok(), "{meta:?}");
-        assert_eq!((meta.shard, meta.machine), (None, None));
+        let stored = store.run(run_id).unwrap();
+        assert_eq!(&stored, got);
+        assert!(uuid::Uuid::parse_str(&stored.uuid).is_ok(), "{stored:?}");
+        assert_eq!((stored.shard, store.run_machine(run_id).unwrap()), (None, None));
     }
 }
 
@@ -365,7 +366,7 @@ fn older_schema_is_upgraded() {
             &["legacy".into(), "2024-01-01T00:00:00Z".into(), "h".into(), "7".into(), exp.to_string()],
         );
         assert_eq!(meta.uuid, expected);
-        assert_eq!(store.run_meta(runs[0].id).unwrap().uuid, schema::derived_uuid("run", &[expected, "0".into()]));
+        assert_eq!(runs[0].uuid, schema::derived_uuid("run", &[expected, "0".into()]));
         // And the upgraded store takes new-style runs.
         let id = store.record_run(exp, &full_run(1)).unwrap();
         assert_eq!(store.samples(id).unwrap().disk.len(), 3);
@@ -554,110 +555,6 @@ fn metric_series_order_and_failed_runs_excluded() {
     }
 }
 
-/// Minimal RFC 4180 reader, to check the writer's output parses back.
-fn parse_csv(text: &str) -> Vec<Vec<String>> {
-    let mut rows = Vec::new();
-    let mut row = Vec::new();
-    let mut field = String::new();
-    let mut chars = text.chars().peekable();
-    let mut quoted = false;
-    while let Some(c) = chars.next() {
-        match (quoted, c) {
-            (true, '"') if chars.peek() == Some(&'"') => {
-                chars.next();
-                field.push('"');
-            }
-            (true, '"') => quoted = false,
-            (true, c) => field.push(c),
-            (false, '"') => quoted = true,
-            (false, ',') => row.push(std::mem::take(&mut field)),
-            (false, '\n') => {
-                row.push(std::mem::take(&mut field));
-                rows.push(std::mem::take(&mut row));
-            }
-            (false, c) => field.push(c),
-        }
-    }
-    assert!(field.is_empty() && row.is_empty(), "CSV must end with a newline");
-    rows
-}
-
-const CSV_COLUMNS: [&str; 12] = [
-    "experiment_id",
-    "experiment",
-    "run_seq",
-    "round",
-    "variant",
-    "workload",
-    "status",
-    "error",
-    "metric",
-    "unit",
-    "higher_is_better",
-    "value",
-];
-
-#[test]
-fn csv_export_quotes_awkward_names() {
-    for db in test_dbs("csv") {
-        let mut store = db.open();
-        let mut new = new_exp("sd card, \"slow\"", "h");
-        new.variants = vec![variant(0, "ext4\ndefaults")];
-        new.workloads = vec![workload(0, "untar,linux")];
-        let exp = store.create_experiment(&new).unwrap();
-        assert_eq!(parse_csv(&export::to_csv(&store, exp).unwrap()), vec![CSV_COLUMNS.map(String::from).to_vec()]);
-        store
-            .record_run(
-                exp,
-                &run(
-                    0,
-                    0,
-                    "ext4\ndefaults",
-                    "untar,linux",
-                    RunStatus::Ok,
-                    vec![Metric::lower("elapsed, total", "s", 61.25), Metric::higher("rate", "\"MB\"/s", 3.0)],
-                ),
-            )
-            .unwrap();
-        store.record_run(exp, &run(1, 0, "ext4\ndefaults", "untar,linux", RunStatus::Failed, vec![])).unwrap();
-
-        let csv = export::to_csv(&store, exp).unwrap();
-        let rows = parse_csv(&csv);
-        assert_eq!(rows[0], CSV_COLUMNS.map(String::from).to_vec());
-        assert_eq!(export::csv_header(), CSV_COLUMNS.map(String::from).to_vec());
-        assert_eq!(rows.len(), 4);
-        let id = exp.to_string();
-        let row = |v: [&str; 12]| v.map(String::from).to_vec();
-        let name = "sd card, \"slow\"";
-        assert_eq!(
-            rows[1],
-            row([
-                &id,
-                name,
-                "0",
-                "0",
-                "ext4\ndefaults",
-                "untar,linux",
-                "ok",
-                "",
-                "elapsed, total",
-                "s",
-                "false",
-                "61.25"
-            ])
-        );
-        assert_eq!(
-            rows[2],
-            row([&id, name, "0", "0", "ext4\ndefaults", "untar,linux", "ok", "", "rate", "\"MB\"/s", "true", "3"])
-        );
-        // The failed run without metrics still shows up, with why it failed.
-        assert_eq!(
-            rows[3],
-            row([&id, name, "1", "0", "ext4\ndefaults", "untar,linux", "failed", "mkfs failed", "", "", "", ""])
-        );
-    }
-}
-
 #[test]
 fn json_export_parses_back_with_expected_keys() {
     for db in test_dbs("json") {
@@ -668,8 +565,8 @@ fn json_export_parses_back_with_expected_keys() {
         store.record_run(exp, &run(1, 0, "alpha", "first", RunStatus::Failed, vec![])).unwrap();
         store.set_experiment_status(exp, "complete").unwrap();
 
-        let text = export::to_json(&store, exp).unwrap();
-        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let v = serde_json::to_value(export::export(&store, exp).unwrap()).unwrap();
+        let text = v.to_string();
         let e = &v["experiment"];
         for key in
             ["id", "uuid", "name", "created_at", "finished_at", "status", "seed", "environment", "plan", "spec_hash"]
@@ -720,7 +617,7 @@ fn json_export_parses_back_with_expected_keys() {
         assert!(failed["mount"].is_null());
         assert_eq!(failed["metrics"].as_array().unwrap().len(), 0);
 
-        let e = err_text(export::to_json(&store, exp + 1).unwrap_err());
+        let e = err_text(export::export(&store, exp + 1).unwrap_err());
         assert!(e.contains("no experiment"), "{e}");
     }
 }

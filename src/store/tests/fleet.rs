@@ -68,9 +68,9 @@ fn runs_carry_their_machine() {
             .record_run_with(e, &run(3, 1, "alpha", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 4.0)]), &ctx3)
             .unwrap();
 
-        let meta = store.run_meta(r0).unwrap();
-        assert_eq!(meta.machine.as_ref().unwrap().machine, m1);
-        assert_eq!(meta.machine.as_ref().unwrap().fingerprint, m1.fingerprint());
+        let machine = store.run_machine(r0).unwrap().unwrap();
+        assert_eq!(machine.machine, m1);
+        assert_eq!(machine.fingerprint, m1.fingerprint());
         let used = store.machines(e).unwrap();
         assert_eq!(used.len(), 3, "{used:?}");
         assert_eq!((used[0].machine.machine.hostname.as_str(), used[0].runs), ("box1", 2));
@@ -122,7 +122,7 @@ fn shards_join_one_campaign_experiment() {
         // Runs recorded by a shard carry it and beat its heartbeat.
         a.set_recording_context(RecordingContext { machine: Some(machine("h1")), shard: Some(s1) });
         let r = a.record_run(id, &run(0, 0, "zeta", "first", RunStatus::Ok, vec![])).unwrap();
-        assert_eq!(a.run_meta(r).unwrap().shard, Some(1));
+        assert_eq!(a.run(r).unwrap().shard, Some(1));
         // The runner's usual end of experiment ends only this shard.
         a.set_experiment_status(id, "complete").unwrap();
         assert_eq!(a.experiment(id).unwrap().status, "running", "shards 2 and 3 are not done");

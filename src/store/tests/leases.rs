@@ -136,6 +136,6 @@ fn recording_a_run_again_under_its_uuid_stores_it_once() {
         let again = store.record_run_as(id, &run, &context, uuid).unwrap();
         assert_eq!(first, again, "{}", db.backend);
         assert_eq!(store.runs(id).unwrap().len(), 1, "{}", db.backend);
-        assert_eq!(store.run_meta(first).unwrap().uuid, uuid);
+        assert_eq!(store.run(first).unwrap().uuid, uuid);
     }
 }

@@ -27,8 +27,8 @@ fn same_experiment(a: &Store, a_id: i64, b: &Store, b_id: i64) {
     assert_eq!(ra.len(), rb.len());
     for (x, y) in ra.iter().zip(&rb) {
         assert_eq!(json(&a.run_record(x.id).unwrap()), json(&b.run_record(y.id).unwrap()));
-        let (mx, my) = (a.run_meta(x.id).unwrap(), b.run_meta(y.id).unwrap());
-        assert_eq!((mx.uuid, mx.machine.map(|m| m.machine)), (my.uuid, my.machine.map(|m| m.machine)));
+        let machine = |s: &Store, id| s.run_machine(id).unwrap().map(|m| m.machine);
+        assert_eq!((&x.uuid, x.shard, machine(a, x.id)), (&y.uuid, y.shard, machine(b, y.id)));
     }
 }
 
@@ -145,7 +145,7 @@ fn shards_recorded_apart_merge_into_one_experiment() {
         let id = all.find_campaign("nightly-7").unwrap().unwrap();
         let runs = all.runs(id).unwrap();
         assert_eq!(runs.iter().map(|r| r.seq).collect::<Vec<_>>(), (0..9).collect::<Vec<_>>());
-        assert_eq!(all.run_meta(runs[4].id).unwrap().shard, Some(2));
+        assert_eq!(runs[4].shard, Some(2));
         assert!(all.campaign_status(id).unwrap().unwrap().is_complete());
         let hosts: Vec<String> =
             all.tags(id).unwrap().into_iter().filter(|(k, _)| k == "hostname").map(|(_, v)| v).collect();
