@@ -19,8 +19,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::{parse_u64, perr, read_text, sub, ParseError};
+use super::{parse_u64, perr, read_text, sub, Found, Internals, Mounted, ParseError, Roots};
 use crate::metric::Metric;
+use crate::sys::exec;
 
 /// Find `/sys/fs/btrfs/<uuid>` whose `devices/` holds `dev`.
 pub fn find_fs_dir(btrfs_root: &Path, dev: &str) -> Result<PathBuf> {
@@ -229,5 +230,87 @@ impl BtrfsDelta {
             add("btrfs.commit_ms_max_after", "ms", cs.get("max_commit_ms").map(|&v| v.min(i64::MAX as u64) as i64));
         }
         m
+    }
+}
+
+/// btrfs: `/sys/fs/btrfs/<uuid>` allocation counters around runs, the
+/// superblock as geometry, the doctor's block-group profiles.
+pub struct BtrfsInternals;
+
+impl Internals for BtrfsInternals {
+    const NAME: &'static str = "btrfs";
+    type Snapshot = BtrfsSnapshot;
+    type Delta = BtrfsDelta;
+    type Facts = BtrfsFacts;
+
+    fn read(roots: &Roots, device: &str) -> Result<BtrfsSnapshot> {
+        read_dir(&find_fs_dir(&roots.sys.join("fs/btrfs"), device)?)
+    }
+
+    fn delta(before: &BtrfsSnapshot, after: &BtrfsSnapshot) -> BtrfsDelta {
+        delta(before, after)
+    }
+
+    fn metrics(delta: &BtrfsDelta) -> Vec<Metric> {
+        delta.metrics()
+    }
+
+    fn geometry(device: &Path) -> Result<String> {
+        exec::inspect_tool("btrfs", &["inspect-internal", "dump-super", &device.to_string_lossy()])
+    }
+
+    /// Profiles from `btrfs filesystem df` of the mount point (the
+    /// superblock does not say which profile the block groups use).
+    fn facts(mount: &Mounted, found: &mut Found) -> Option<BtrfsFacts> {
+        match exec::run("btrfs", &["filesystem", "df", "-b", mount.mountpoint], exec::DEFAULT_TIMEOUT) {
+            Ok(o) if o.success => return Some(parse_btrfs_df(&o.stdout)),
+            Ok(o) => found.notes.push(format!(
+                "btrfs filesystem df {}: {}",
+                mount.mountpoint,
+                exec::first_line(&o.stderr).unwrap_or("failed")
+            )),
+            Err(e) => found.notes.push(format!("btrfs filesystem df: {e}")),
+        }
+        None
+    }
+}
+
+/// btrfs block-group profiles (`single`, `dup`, `raid1`, …).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BtrfsFacts {
+    pub data_profile: Option<String>,
+    pub metadata_profile: Option<String>,
+    pub system_profile: Option<String>,
+}
+
+/// btrfs profiles from `btrfs filesystem df` text
+/// (`Data, single: total=…`).
+pub fn parse_btrfs_df(text: &str) -> BtrfsFacts {
+    let mut out = BtrfsFacts::default();
+    for line in text.lines() {
+        let Some((head, _)) = line.split_once(':') else { continue };
+        let Some((kind, profile)) = head.split_once(',') else { continue };
+        let profile = Some(profile.trim().to_lowercase());
+        match kind.trim() {
+            "Data" => out.data_profile = profile,
+            "Metadata" => out.metadata_profile = profile,
+            "System" => out.system_profile = profile,
+            _ => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn btrfs_geometry() {
+        let df = "Data, single: total=8388608, used=0\nSystem, DUP: total=8388608, used=16384\nMetadata, DUP: total=33554432, used=131072\nGlobalReserve, single: total=5767168, used=0\n";
+        let b = parse_btrfs_df(df);
+        assert_eq!(b.data_profile.as_deref(), Some("single"));
+        assert_eq!(b.metadata_profile.as_deref(), Some("dup"));
+        assert_eq!(b.system_profile.as_deref(), Some("dup"));
     }
 }

@@ -17,13 +17,14 @@
 //! could not be loaded prints `#N    : I/O error` and is counted apart.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::{parse_u64, perr, read_text, sub, sub_vec, ParseError};
+use super::{parse_u64, perr, read_text, sub, sub_vec, Found, Internals, Mounted, ParseError, Roots};
 use crate::metric::Metric;
+use crate::sys::exec;
 
 /// `fragment_size_tree:` section of the 5.13–6.0 layout.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -478,5 +479,259 @@ impl Ext4Delta {
             }
         }
         m
+    }
+}
+
+/// ext4, and ext2/ext3 (which the ext4 driver mounts): `/proc/fs/ext4/<dev>`
+/// around runs, `dumpe2fs -h` geometry, the doctor's block groups,
+/// `mb_optimize_scan` and lazy-init state.
+pub struct Ext4Internals;
+
+impl Internals for Ext4Internals {
+    const NAME: &'static str = "ext4";
+    const ALSO: &'static [&'static str] = &["ext3", "ext2"];
+    type Snapshot = Ext4Snapshot;
+    type Delta = Ext4Delta;
+    type Facts = Ext4Facts;
+
+    fn read(roots: &Roots, device: &str) -> Result<Ext4Snapshot> {
+        read_dir(&roots.proc.join("fs/ext4").join(device))
+    }
+
+    fn delta(before: &Ext4Snapshot, after: &Ext4Snapshot) -> Ext4Delta {
+        delta(before, after)
+    }
+
+    fn metrics(delta: &Ext4Delta) -> Vec<Metric> {
+        delta.metrics()
+    }
+
+    fn geometry(device: &Path) -> Result<String> {
+        exec::inspect_tool("dumpe2fs", &["-h", &device.to_string_lossy()])
+    }
+
+    fn facts(mount: &Mounted, found: &mut Found) -> Option<Ext4Facts> {
+        let mut ext4 = Ext4Facts::default();
+        if let Some(name) = mount.device_name {
+            let proc_dir = PathBuf::from(format!("/proc/fs/ext4/{name}"));
+            match std::fs::read_to_string(proc_dir.join("options")) {
+                Ok(t) => found.options.push(t),
+                Err(e) => found.notes.push(format!("{}/options: {e}", proc_dir.display())),
+            }
+            if let Ok(t) = std::fs::read_to_string(proc_dir.join("mb_structs_summary")) {
+                ext4.mb_optimize_scan_reported =
+                    t.lines().find_map(|l| l.trim().strip_prefix("optimize_scan:").map(|v| v.trim() == "1"));
+            }
+        }
+        match Self::geometry(mount.source) {
+            Ok(t) => {
+                let g = parse_dumpe2fs(&t);
+                ext4.block_groups = g.block_groups;
+                ext4.block_size = g.block_size;
+                ext4.block_count = g.block_count;
+                if let (Some(c), Some(b)) = (g.block_count, g.block_size) {
+                    found.size_bytes = c.checked_mul(b);
+                }
+            }
+            Err(e) => found.notes.push(format!("ext4 geometry: {e:#}")),
+        }
+        match itable_unzeroed(mount.source) {
+            Ok(n) => ext4.itable_unzeroed_groups = Some(n),
+            Err(e) => found.notes.push(format!("ext4 inode-table state: {e}")),
+        }
+        Some(ext4)
+    }
+}
+
+/// ext4 geometry and state.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Ext4Facts {
+    /// Number of block groups.
+    pub block_groups: Option<u64>,
+    pub block_size: Option<u64>,
+    pub block_count: Option<u64>,
+    /// `optimize_scan` as the kernel reports it in
+    /// `/proc/fs/ext4/<dev>/mb_structs_summary` (live only).
+    pub mb_optimize_scan_reported: Option<bool>,
+    /// Block groups whose inode table is not yet zeroed (`ITABLE_ZEROED`
+    /// clear in the group descriptor): what lazy init still has to write.
+    /// Read from the device's descriptors (live only; filesystems with
+    /// group-descriptor checksums, without `meta_bg`).
+    #[serde(default)]
+    pub itable_unzeroed_groups: Option<u64>,
+}
+
+/// ext4 geometry from `dumpe2fs -h` text.
+pub fn parse_dumpe2fs(text: &str) -> Ext4Facts {
+    let field = |name: &str| -> Option<u64> {
+        text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == name).then(|| v.trim().parse().ok()).flatten()
+        })
+    };
+    let block_count = field("Block count");
+    let per_group = field("Blocks per group").filter(|&g| g > 0);
+    let first = field("First block").unwrap_or(0);
+    let block_groups = match (block_count, per_group) {
+        (Some(c), Some(g)) if c > first => Some((c - first).div_ceil(g)),
+        _ => None,
+    };
+    Ext4Facts { block_groups, block_size: field("Block size"), block_count, ..Default::default() }
+}
+
+/// Where an ext4 filesystem's group descriptors are, from its superblock
+/// (the 1024 bytes at offset 1024 of the device).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ext4DescriptorTable {
+    /// Byte offset of the first descriptor on the device.
+    pub offset: u64,
+    /// Bytes per descriptor (32, or `s_desc_size` with `64bit`).
+    pub desc_size: usize,
+    pub groups: u64,
+}
+
+impl Ext4DescriptorTable {
+    pub fn len_bytes(&self) -> usize {
+        self.desc_size * self.groups as usize
+    }
+}
+
+// Superblock offsets and flags (fs/ext4/ext4.h).
+const EXT4_SUPER_MAGIC: u16 = 0xEF53;
+const INCOMPAT_META_BG: u32 = 0x10;
+const INCOMPAT_64BIT: u32 = 0x80;
+const RO_COMPAT_GDT_CSUM: u32 = 0x10;
+const RO_COMPAT_METADATA_CSUM: u32 = 0x400;
+const BG_INODE_ZEROED: u16 = 0x4;
+
+fn le16(b: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([b[at], b[at + 1]])
+}
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// The group-descriptor table an ext4 superblock describes, or why its
+/// `ITABLE_ZEROED` flags cannot be read: not ext4, no group-descriptor
+/// checksums (the flag is then not maintained), or `meta_bg` (descriptors
+/// spread over the disk; not worth reading for a hint).
+///
+/// Read directly rather than with `dumpe2fs`, which would read every
+/// block bitmap of the filesystem under test just to print free ranges.
+pub fn parse_ext4_superblock(sb: &[u8]) -> Result<Ext4DescriptorTable, String> {
+    if sb.len() < 1024 {
+        return Err("short superblock".into());
+    }
+    if le16(sb, 0x38) != EXT4_SUPER_MAGIC {
+        return Err("no ext2/3/4 superblock magic".into());
+    }
+    let (incompat, ro_compat) = (le32(sb, 0x60), le32(sb, 0x64));
+    if ro_compat & (RO_COMPAT_GDT_CSUM | RO_COMPAT_METADATA_CSUM) == 0 {
+        return Err("no group-descriptor checksums (uninit_bg/metadata_csum): inode tables are zeroed at mkfs".into());
+    }
+    if incompat & INCOMPAT_META_BG != 0 {
+        return Err("meta_bg layout: descriptors not read".into());
+    }
+    let log = le32(sb, 0x18);
+    if log > 6 {
+        return Err(format!("implausible block size 1024 << {log}"));
+    }
+    let block_size = 1024u64 << log;
+    let is_64 = incompat & INCOMPAT_64BIT != 0;
+    let blocks = u64::from(le32(sb, 0x04)) | if is_64 { u64::from(le32(sb, 0x150)) << 32 } else { 0 };
+    let first = u64::from(le32(sb, 0x14));
+    let per_group = u64::from(le32(sb, 0x20));
+    let desc_size = if is_64 { usize::from(le16(sb, 0xFE)) } else { 32 };
+    if per_group == 0 || blocks <= first || !(32..=1024).contains(&desc_size) {
+        return Err("implausible geometry in the superblock".into());
+    }
+    Ok(Ext4DescriptorTable {
+        offset: (first + 1) * block_size,
+        desc_size,
+        groups: (blocks - first).div_ceil(per_group),
+    })
+}
+
+/// Groups whose descriptor lacks `ITABLE_ZEROED` (`bg_flags` at byte 0x12).
+pub fn count_itable_unzeroed(table: &Ext4DescriptorTable, descriptors: &[u8]) -> u64 {
+    descriptors
+        .chunks_exact(table.desc_size)
+        .take(table.groups as usize)
+        .filter(|d| le16(d, 0x12) & BG_INODE_ZEROED == 0)
+        .count() as u64
+}
+
+/// Groups of the ext4 filesystem on `device` whose inode tables are not
+/// yet zeroed, from the group descriptors. The device is read through the
+/// page cache it shares with the mounted filesystem, so the flags are the
+/// kernel's current ones, not just what reached the disk.
+fn itable_unzeroed(device: &Path) -> Result<u64, String> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(device).map_err(|e| format!("opening {}: {e}", device.display()))?;
+    let mut sb = vec![0u8; 1024];
+    f.read_exact_at(&mut sb, 1024).map_err(|e| format!("reading the superblock of {}: {e}", device.display()))?;
+    let table = parse_ext4_superblock(&sb)?;
+    // 2^32 groups of 1 KiB descriptors would be absurd; 64 MiB covers 1 M groups of 64 bytes.
+    if table.len_bytes() > 64 << 20 {
+        return Err(format!("{} block groups: descriptors not read", table.groups));
+    }
+    let mut descriptors = vec![0u8; table.len_bytes()];
+    f.read_exact_at(&mut descriptors, table.offset)
+        .map_err(|e| format!("reading the group descriptors of {}: {e}", device.display()))?;
+    Ok(count_itable_unzeroed(&table, &descriptors))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dumpe2fs_geometry() {
+        let text = "Filesystem volume name:   <none>\nBlock count:              65536\nFirst block:              1\nBlock size:               1024\nBlocks per group:         8192\n";
+        let g = parse_dumpe2fs(text);
+        assert_eq!(g.block_groups, Some(8));
+        assert_eq!(g.block_size, Some(1024));
+        let big = "Block count:              7864320\nFirst block:              0\nBlock size:               4096\nBlocks per group:         32768\n";
+        assert_eq!(parse_dumpe2fs(big).block_groups, Some(240));
+        assert_eq!(parse_dumpe2fs("").block_groups, None);
+    }
+
+    /// The descriptor reader against real mkfs.ext4 images (no root needed):
+    /// lazy init leaves every group unzeroed, lazy_itable_init=0 none, and
+    /// without checksums the flag is not maintained.
+    #[test]
+    fn ext4_itable_flags_from_real_images() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("fs.img");
+        let state = |extra: &[&str]| -> Result<(u64, u64), String> {
+            std::fs::File::create(&img).unwrap().set_len(1 << 30).unwrap();
+            let mut args = vec!["-q", "-F"];
+            args.extend_from_slice(extra);
+            let img_s = img.to_string_lossy().to_string();
+            args.push(&img_s);
+            match crate::sys::exec::run("mkfs.ext4", &args, crate::sys::exec::DEFAULT_TIMEOUT) {
+                Ok(o) if o.success => {}
+                other => panic!("mkfs.ext4 {args:?}: {other:?}"),
+            }
+            use std::os::unix::fs::FileExt;
+            let f = std::fs::File::open(&img).unwrap();
+            let mut sb = vec![0u8; 1024];
+            f.read_exact_at(&mut sb, 1024).unwrap();
+            let table = parse_ext4_superblock(&sb)?;
+            let mut descriptors = vec![0u8; table.len_bytes()];
+            f.read_exact_at(&mut descriptors, table.offset).unwrap();
+            Ok((table.groups, count_itable_unzeroed(&table, &descriptors)))
+        };
+        if crate::sys::exec::run("mkfs.ext4", &["-V"], crate::sys::exec::DEFAULT_TIMEOUT).is_err() {
+            crate::testsupport::skip("mkfs.ext4 is not installed");
+            return;
+        }
+        assert_eq!(state(&["-E", "nodiscard,lazy_itable_init=1"]), Ok((8, 8)));
+        assert_eq!(state(&["-E", "lazy_itable_init=0"]), Ok((8, 0)));
+        assert_eq!(state(&["-b", "1024", "-E", "nodiscard,lazy_itable_init=1"]).map(|s| s.0), Ok(128));
+        let e = state(&["-O", "^metadata_csum,^uninit_bg"]).unwrap_err();
+        assert!(e.contains("no group-descriptor checksums"), "{e}");
+        assert!(parse_ext4_superblock(&[0u8; 1024]).unwrap_err().contains("magic"));
+        assert!(parse_ext4_superblock(&[0u8; 10]).is_err());
     }
 }

@@ -1,6 +1,14 @@
-//! Filesystem-internal snapshots taken before and after a measured run.
+//! What fslab knows of the inside of filesystems, one file per filesystem
+//! with internals: [`ext4`], [`xfs`], [`btrfs`]. Each implements
+//! [`Internals`] (the snapshot taken before and after a measured run, its
+//! delta and headline metrics, the geometry text stored with a testbed, the
+//! doctor's facts of a mounted filesystem of its type) and is one line in
+//! [`internals!`] below. Everything else that depends on a filesystem's
+//! internals (testbed snapshots and geometry, the doctor, stored extras)
+//! looks its type up in that list; a filesystem without internals needs
+//! nothing here.
 //!
-//! Each filesystem exposes some allocator / journal state without debugfs:
+//! What each one reads without debugfs:
 //!
 //! * ext4: `/proc/fs/ext4/<dev>/mb_structs_summary` (both the 5.13–6.0
 //!   `fragment_size_tree` layout and the 6.1+ `avg_fragment_size_lists`
@@ -15,14 +23,12 @@
 //! Parsers never panic on malformed input: they return a [`ParseError`]
 //! naming the file and the 1-based line.
 
-pub mod btrfs;
-pub mod ext4;
-pub mod xfs;
-
 use std::fmt;
+use std::fmt::Debug;
 use std::path::{Path, PathBuf};
 
 use anyhow::Result;
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
 use crate::metric::Metric;
@@ -76,6 +82,64 @@ pub(crate) fn read_text(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("reading {}: {e}", path.display()))
 }
 
+/// One filesystem with internals fslab reads. Its file implements this for
+/// a unit type, and one line in [`internals!`] lists it.
+pub trait Internals {
+    /// The type as mountinfo and `mount -t` name it; its metrics' prefix.
+    const NAME: &'static str;
+    /// Older types the same kernel driver mounts and whose snapshot and
+    /// geometry read alike (the doctor's facts are for [`Self::NAME`] only:
+    /// its rules are written for it).
+    const ALSO: &'static [&'static str] = &[];
+
+    /// What is read before and after a run (stored as an extra).
+    type Snapshot: Clone + Debug + PartialEq + Serialize + DeserializeOwned;
+    /// `after - before` (stored as an extra).
+    type Delta: Clone + Debug + PartialEq + Serialize;
+    /// What the doctor learns of a mounted filesystem of this type.
+    type Facts: Clone + Debug + Default + PartialEq + Serialize + DeserializeOwned;
+
+    /// The live snapshot of the filesystem on `device` (a kernel name,
+    /// no `/dev/`). Errors: a file that should exist cannot be read or is
+    /// malformed.
+    fn read(roots: &Roots, device: &str) -> Result<Self::Snapshot>;
+
+    fn delta(before: &Self::Snapshot, after: &Self::Snapshot) -> Self::Delta;
+
+    /// A few headline numbers, named `<NAME>.…`.
+    fn metrics(delta: &Self::Delta) -> Vec<Metric>;
+
+    /// Geometry text of the filesystem on `device` (a block device or an
+    /// image file), or the tool's own error.
+    fn geometry(device: &Path) -> Result<String>;
+
+    /// The doctor's facts of a mounted filesystem of this type (`None` when
+    /// nothing could be read); why a fact is missing goes to `found.notes`.
+    fn facts(mount: &Mounted, found: &mut Found) -> Option<Self::Facts>;
+}
+
+/// A mounted filesystem the doctor asks about.
+#[derive(Clone, Copy, Debug)]
+pub struct Mounted<'a> {
+    /// Mount source, usually a block device.
+    pub source: &'a Path,
+    pub mountpoint: &'a str,
+    /// Kernel name of the block device (`sda2`, `loop3`), when known.
+    pub device_name: Option<&'a str>,
+}
+
+/// What [`Internals::facts`] found besides its own facts.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Found {
+    /// Kernel-produced option lists to merge into the mount options (ext4's
+    /// `/proc/fs/ext4/<dev>/options` lists defaults mountinfo omits).
+    pub options: Vec<String>,
+    /// The filesystem's own size, better than statvfs's (blocks × block size).
+    pub size_bytes: Option<u64>,
+    /// Why a fact could not be read.
+    pub notes: Vec<String>,
+}
+
 /// One filesystem-internal snapshot of a mounted filesystem.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FsSnapshot {
@@ -84,19 +148,6 @@ pub struct FsSnapshot {
     pub device: String,
     pub mountpoint: PathBuf,
     pub data: FsData,
-}
-
-/// Filesystem-specific content of a snapshot.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum FsData {
-    Ext4(ext4::Ext4Snapshot),
-    Xfs(xfs::XfsSnapshot),
-    Btrfs(btrfs::BtrfsSnapshot),
-    /// Nothing is collected for this filesystem type.
-    Unsupported {
-        reason: String,
-    },
 }
 
 /// Where the kernel's proc and sys filesystems are (tests point these at fixture trees).
@@ -110,6 +161,138 @@ impl Default for Roots {
     fn default() -> Self {
         Roots { proc: PathBuf::from("/proc"), sys: PathBuf::from("/sys") }
     }
+}
+
+/// Change between two snapshots of the same filesystem.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FsDelta {
+    pub fstype: String,
+    pub device: String,
+    pub data: FsDeltaData,
+}
+
+/// Whether `I`'s files describe a filesystem of type `fstype`.
+fn serves<I: Internals>(fstype: &str) -> bool {
+    fstype == I::NAME || I::ALSO.contains(&fstype)
+}
+
+/// Declares the filesystems with internals: each `Variant => module::Type`
+/// line adds one (its file implements [`Internals`] for `Type`). The
+/// snapshot, delta and facts types and every lookup by type are derived
+/// from the list.
+macro_rules! internals {
+    ($($variant:ident => $module:ident::$ty:ident),* $(,)?) => {
+        $(pub mod $module;)*
+
+        /// Filesystem-specific content of a snapshot.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        #[serde(tag = "kind", rename_all = "snake_case")]
+        pub enum FsData {
+            $($variant(<$module::$ty as Internals>::Snapshot),)*
+            /// Nothing is collected for this filesystem type.
+            Unsupported {
+                reason: String,
+            },
+        }
+
+        #[derive(Clone, Debug, PartialEq, Serialize)]
+        #[serde(tag = "kind", rename_all = "snake_case")]
+        pub enum FsDeltaData {
+            $($variant(<$module::$ty as Internals>::Delta),)*
+            /// The snapshots cannot be compared (unsupported fs, or different kinds).
+            Unavailable {
+                reason: String,
+            },
+        }
+
+        /// The doctor's facts of each filesystem with internals, one field
+        /// per filesystem (flattened into the doctor's filesystem facts, so
+        /// their JSON has `ext4`, `xfs`, … next to `fstype`).
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+        pub struct FsInternalFacts {
+            $(pub $module: Option<<$module::$ty as Internals>::Facts>,)*
+        }
+
+        /// Every filesystem type whose internals fslab reads, with the
+        /// module that reads it (`("ext3", "ext4")`): the one file, here and
+        /// in `testbed/filesystem/`, that may name the type.
+        pub fn types() -> Vec<(&'static str, &'static str)> {
+            let mut out = Vec::new();
+            $(
+                let module = stringify!($module);
+                out.push((<$module::$ty as Internals>::NAME, module));
+                out.extend(<$module::$ty as Internals>::ALSO.iter().map(|t| (*t, module)));
+            )*
+            out
+        }
+
+        /// Whether fslab reads the internals of filesystems of type `fstype`.
+        pub fn reads(fstype: &str) -> bool {
+            false $(|| serves::<$module::$ty>(fstype))*
+        }
+
+        fn read(roots: &Roots, fstype: &str, device: &str) -> Option<Result<FsData>> {
+            $(if serves::<$module::$ty>(fstype) {
+                return Some(<$module::$ty as Internals>::read(roots, device).map(FsData::$variant));
+            })*
+            None
+        }
+
+        /// `after - before`.
+        pub fn delta(before: &FsSnapshot, after: &FsSnapshot) -> FsDelta {
+            let data = match (&before.data, &after.data) {
+                $((FsData::$variant(b), FsData::$variant(a)) => {
+                    FsDeltaData::$variant(<$module::$ty as Internals>::delta(b, a))
+                })*
+                (FsData::Unsupported { reason }, _) | (_, FsData::Unsupported { reason }) => {
+                    FsDeltaData::Unavailable { reason: reason.clone() }
+                }
+                #[allow(unreachable_patterns)]
+                _ => FsDeltaData::Unavailable {
+                    reason: format!("snapshots of different filesystems ({} vs {})", before.fstype, after.fstype),
+                },
+            };
+            FsDelta { fstype: after.fstype.clone(), device: after.device.clone(), data }
+        }
+
+        impl FsDelta {
+            /// A few headline numbers; names are prefixed with the filesystem
+            /// (`ext4.`, `xfs.`, `btrfs.`). Empty when nothing is comparable.
+            pub fn metrics(&self) -> Vec<Metric> {
+                match &self.data {
+                    $(FsDeltaData::$variant(d) => <$module::$ty as Internals>::metrics(d),)*
+                    FsDeltaData::Unavailable { .. } => Vec::new(),
+                }
+            }
+        }
+
+        /// Geometry text of the filesystem on `device` (a block device or an
+        /// image file): `dumpe2fs -h` for ext2/3/4, `xfs_info` (or `xfs_db`)
+        /// for XFS, `btrfs inspect-internal dump-super` for btrfs; empty for
+        /// other types. Fails with the tool's own message.
+        pub fn geometry(fstype: &str, device: &Path) -> Result<String> {
+            $(if serves::<$module::$ty>(fstype) {
+                return <$module::$ty as Internals>::geometry(device);
+            })*
+            Ok(String::new())
+        }
+
+        /// The doctor's facts of a mounted filesystem of type `fstype`
+        /// (empty for types without internals).
+        pub fn facts(fstype: &str, mount: &Mounted, found: &mut Found) -> FsInternalFacts {
+            let mut facts = FsInternalFacts::default();
+            $(if fstype == <$module::$ty as Internals>::NAME {
+                facts.$module = <$module::$ty as Internals>::facts(mount, found);
+            })*
+            facts
+        }
+    };
+}
+
+internals! {
+    Ext4 => ext4::Ext4Internals,
+    Xfs => xfs::XfsInternals,
+    Btrfs => btrfs::BtrfsInternals,
 }
 
 /// Snapshot the live filesystem-internal state of a mounted filesystem.
@@ -129,70 +312,16 @@ pub fn snapshot_with_roots(
     mountpoint: &Path,
 ) -> Result<FsSnapshot> {
     let dev = device_kernel_name.trim_start_matches("/dev/");
-    let data = match fstype {
-        "ext4" | "ext3" | "ext2" => FsData::Ext4(ext4::read_dir(&roots.proc.join("fs/ext4").join(dev))?),
-        "xfs" => FsData::Xfs(xfs::read_mount(&roots.sys.join("fs/xfs").join(dev))?),
-        "btrfs" => {
-            let dir = btrfs::find_fs_dir(&roots.sys.join("fs/btrfs"), dev)?;
-            FsData::Btrfs(btrfs::read_dir(&dir)?)
-        }
-        other => FsData::Unsupported { reason: format!("no filesystem-internal snapshot for {other}") },
-    };
+    let data = read(roots, fstype, dev).unwrap_or_else(|| {
+        Ok(FsData::Unsupported { reason: format!("no filesystem-internal snapshot for {fstype}") })
+    })?;
     Ok(FsSnapshot { fstype: fstype.to_string(), device: dev.to_string(), mountpoint: mountpoint.to_path_buf(), data })
-}
-
-/// Change between two snapshots of the same filesystem.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct FsDelta {
-    pub fstype: String,
-    pub device: String,
-    pub data: FsDeltaData,
-}
-
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum FsDeltaData {
-    Ext4(ext4::Ext4Delta),
-    Xfs(xfs::XfsDelta),
-    Btrfs(btrfs::BtrfsDelta),
-    /// The snapshots cannot be compared (unsupported fs, or different kinds).
-    Unavailable {
-        reason: String,
-    },
-}
-
-/// `after - before`.
-pub fn delta(before: &FsSnapshot, after: &FsSnapshot) -> FsDelta {
-    let data = match (&before.data, &after.data) {
-        (FsData::Ext4(b), FsData::Ext4(a)) => FsDeltaData::Ext4(ext4::delta(b, a)),
-        (FsData::Xfs(b), FsData::Xfs(a)) => FsDeltaData::Xfs(xfs::delta(b, a)),
-        (FsData::Btrfs(b), FsData::Btrfs(a)) => FsDeltaData::Btrfs(btrfs::delta(b, a)),
-        (FsData::Unsupported { reason }, _) | (_, FsData::Unsupported { reason }) => {
-            FsDeltaData::Unavailable { reason: reason.clone() }
-        }
-        _ => FsDeltaData::Unavailable {
-            reason: format!("snapshots of different filesystems ({} vs {})", before.fstype, after.fstype),
-        },
-    };
-    FsDelta { fstype: after.fstype.clone(), device: after.device.clone(), data }
-}
-
-impl FsDelta {
-    /// A few headline numbers; names are prefixed with the filesystem
-    /// (`ext4.`, `xfs.`, `btrfs.`). Empty when nothing is comparable.
-    pub fn metrics(&self) -> Vec<Metric> {
-        match &self.data {
-            FsDeltaData::Ext4(d) => d.metrics(),
-            FsDeltaData::Xfs(d) => d.metrics(),
-            FsDeltaData::Btrfs(d) => d.metrics(),
-            FsDeltaData::Unavailable { .. } => Vec::new(),
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sys::exec;
 
     #[test]
     fn parse_error_names_file_and_line() {
@@ -236,5 +365,77 @@ mod tests {
     fn xfs_stats_reject_non_names() {
         let e = xfs::parse_stats("extent_alloc 1 2\n42 1 2\n", "s").unwrap_err();
         assert_eq!(e.line, 2);
+    }
+
+    #[test]
+    fn geometry_of_unknown_fs_is_empty() {
+        assert_eq!(geometry("tmpfs", Path::new("/nonexistent")).unwrap(), "");
+    }
+
+    #[test]
+    fn geometry_error_names_the_command() {
+        let err = geometry("ext4", Path::new("/nonexistent/fslab.img")).unwrap_err();
+        assert!(err.to_string().contains("dumpe2fs -h /nonexistent/fslab.img"), "{err}");
+    }
+
+    #[test]
+    fn ext4_geometry_of_real_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("ext4.img");
+        let f = std::fs::File::create(&img).unwrap();
+        f.set_len(64 << 20).unwrap();
+        drop(f);
+        let img_s = img.to_string_lossy().to_string();
+        match exec::run("mkfs.ext4", &["-F", "-q", &img_s], exec::DEFAULT_TIMEOUT) {
+            Err(exec::RunError::NotFound) => {
+                crate::testsupport::skip("mkfs.ext4 not installed");
+                return;
+            }
+            Ok(o) => assert!(o.success, "mkfs.ext4 failed: {}", o.stderr),
+            Err(e) => panic!("mkfs.ext4: {e}"),
+        }
+        let text = geometry("ext4", &img).unwrap();
+        assert!(text.contains("Block count:"), "{text}");
+        assert!(text.contains("Blocks per group:"), "{text}");
+    }
+
+    #[test]
+    fn xfs_geometry_of_real_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("xfs.img");
+        let f = std::fs::File::create(&img).unwrap();
+        f.set_len(320 << 20).unwrap();
+        drop(f);
+        let img_s = img.to_string_lossy().to_string();
+        match exec::run("mkfs.xfs", &["-q", "-f", &img_s], exec::DEFAULT_TIMEOUT) {
+            Err(exec::RunError::NotFound) => {
+                crate::testsupport::skip("mkfs.xfs not installed");
+                return;
+            }
+            Ok(o) => assert!(o.success, "mkfs.xfs failed: {}", o.stderr),
+            Err(e) => panic!("mkfs.xfs: {e}"),
+        }
+        let text = geometry("xfs", &img).unwrap();
+        assert!(text.contains("agcount="), "{text}");
+    }
+
+    #[test]
+    fn btrfs_geometry_of_real_image() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = dir.path().join("btrfs.img");
+        let f = std::fs::File::create(&img).unwrap();
+        f.set_len(256 << 20).unwrap();
+        drop(f);
+        let img_s = img.to_string_lossy().to_string();
+        match exec::run("mkfs.btrfs", &["-q", "-f", &img_s], exec::DEFAULT_TIMEOUT) {
+            Err(exec::RunError::NotFound) => {
+                crate::testsupport::skip("mkfs.btrfs not installed");
+                return;
+            }
+            Ok(o) => assert!(o.success, "mkfs.btrfs failed: {}", o.stderr),
+            Err(e) => panic!("mkfs.btrfs: {e}"),
+        }
+        let text = geometry("btrfs", &img).unwrap();
+        assert!(text.contains("num_devices"), "{text}");
     }
 }

@@ -18,8 +18,9 @@ use std::path::Path;
 use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
-use super::{parse_u64, perr, read_text, sub_vec, ParseError};
+use super::{parse_u64, perr, read_text, sub_vec, Found, Internals, Mounted, ParseError, Roots};
 use crate::metric::Metric;
+use crate::sys::exec;
 
 /// Parsed XFS stats: counter line name → values.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -192,4 +193,90 @@ pub fn delta(before: &XfsSnapshot, after: &XfsSnapshot) -> XfsDelta {
     }
     unmatched.extend(b.keys().filter(|k| !a.contains_key(*k)).cloned());
     XfsDelta { counters, unmatched }
+}
+
+/// XFS: `/sys/fs/xfs/<dev>/stats/stats` around runs, `xfs_info` geometry,
+/// the doctor's allocation groups.
+pub struct XfsInternals;
+
+impl Internals for XfsInternals {
+    const NAME: &'static str = "xfs";
+    type Snapshot = XfsSnapshot;
+    type Delta = XfsDelta;
+    type Facts = XfsFacts;
+
+    fn read(roots: &Roots, device: &str) -> Result<XfsSnapshot> {
+        read_mount(&roots.sys.join("fs/xfs").join(device))
+    }
+
+    fn delta(before: &XfsSnapshot, after: &XfsSnapshot) -> XfsDelta {
+        delta(before, after)
+    }
+
+    fn metrics(delta: &XfsDelta) -> Vec<Metric> {
+        delta.metrics()
+    }
+
+    /// `xfs_info`, falling back to `xfs_db -r -c info`: xfs_info wants a
+    /// mounted filesystem on older xfsprogs; xfs_db reads the superblock of
+    /// anything.
+    fn geometry(device: &Path) -> Result<String> {
+        let dev = device.to_string_lossy();
+        match exec::inspect_tool("xfs_info", &[&dev]) {
+            Ok(t) if t.contains("agcount=") => Ok(t),
+            first => match exec::inspect_tool("xfs_db", &["-r", "-c", "info", &dev]) {
+                Ok(t) => Ok(t),
+                Err(e) => match first {
+                    Err(first) => anyhow::bail!("{first}; {e}"),
+                    Ok(_) => Err(e),
+                },
+            },
+        }
+    }
+
+    fn facts(mount: &Mounted, found: &mut Found) -> Option<XfsFacts> {
+        match Self::geometry(mount.source) {
+            Ok(t) => Some(parse_xfs_info(&t)),
+            Err(e) => {
+                found.notes.push(format!("xfs geometry: {e:#}"));
+                None
+            }
+        }
+    }
+}
+
+/// XFS geometry.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct XfsFacts {
+    pub agcount: Option<u64>,
+    /// Allocation group size in filesystem blocks.
+    pub agsize_blocks: Option<u64>,
+    pub block_size: Option<u64>,
+}
+
+/// XFS geometry from `xfs_info` / `xfs_db -c info` text.
+pub fn parse_xfs_info(text: &str) -> XfsFacts {
+    let field = |name: &str, line_prefix: Option<&str>| -> Option<u64> {
+        text.lines().filter(|l| line_prefix.is_none_or(|p| l.trim_start().starts_with(p))).find_map(|l| {
+            l.split(|c: char| c.is_whitespace() || c == ',')
+                .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
+        })
+    };
+    XfsFacts {
+        agcount: field("agcount", None),
+        agsize_blocks: field("agsize", None),
+        block_size: field("bsize", Some("data")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn xfs_geometry() {
+        let xfs = "meta-data=/dev/loop0             isize=512    agcount=4, agsize=20480 blks\n         =                       sectsz=512   attr=2, projid32bit=1\ndata     =                       bsize=4096   blocks=81920, imaxpct=25\nnaming   =version 2              bsize=4096   ascii-ci=0, ftype=1\n";
+        let x = parse_xfs_info(xfs);
+        assert_eq!((x.agcount, x.agsize_blocks, x.block_size), (Some(4), Some(20480), Some(4096)));
+    }
 }

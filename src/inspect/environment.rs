@@ -1,15 +1,13 @@
-//! The machine a run happened on: kernel, CPU, memory, tool versions, and
-//! the filesystem geometry of the device under test.
+//! The machine a run happened on: kernel, CPU, memory, tool versions.
+//! (The geometry of a filesystem is its kind's: `fsinternal::geometry`.)
 //!
 //! [`capture`] never fails: a fact that cannot be read stays empty, because
-//! a missing CPU model must not stop an experiment. [`geometry`] does fail,
-//! with the tool's own message, because its caller asked for one device.
+//! a missing CPU model must not stop an experiment.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::sys::exec;
@@ -116,73 +114,6 @@ pub fn kernel_config_path(release: &str) -> Option<PathBuf> {
     boot.exists().then_some(boot)
 }
 
-/// Geometry text of the filesystem on `device` (a block device or an image
-/// file): `dumpe2fs -h` for ext2/3/4, `xfs_info` (falling back to
-/// `xfs_db -r -c info` for unmounted devices) for XFS,
-/// `btrfs inspect-internal dump-super` for btrfs; empty for other types.
-pub fn geometry(fstype: &str, device: &Path) -> Result<String> {
-    let dev = device.to_string_lossy();
-    let dev = dev.as_ref();
-    match fstype {
-        "ext2" | "ext3" | "ext4" => tool_text("dumpe2fs", &["-h", dev]),
-        "xfs" => match tool_text("xfs_info", &[dev]) {
-            Ok(t) if t.contains("agcount=") => Ok(t),
-            // xfs_info wants a mounted filesystem on older xfsprogs; xfs_db
-            // reads the superblock of anything.
-            first => match tool_text("xfs_db", &["-r", "-c", "info", dev]) {
-                Ok(t) => Ok(t),
-                Err(e) => match first {
-                    Err(first) => bail!("{first}; {e}"),
-                    Ok(_) => Err(e),
-                },
-            },
-        },
-        "btrfs" => tool_text("btrfs", &["inspect-internal", "dump-super", dev]),
-        _ => Ok(String::new()),
-    }
-}
-
-/// Standard output of a tool that must succeed, or an error carrying the
-/// command line and its message.
-fn tool_text(program: &str, args: &[&str]) -> Result<String> {
-    let line = format!("{program} {}", args.join(" "));
-    match exec::run(program, args, exec::DEFAULT_TIMEOUT) {
-        Ok(out) if out.success => Ok(out.stdout),
-        Ok(out) => {
-            let msg = failure_message(program, &out.stderr, &out.stdout);
-            bail!("`{line}` failed (exit {}): {msg}", code_text(out.code))
-        }
-        Err(e) => bail!("`{line}`: {e}"),
-    }
-}
-
-/// The useful part of a failed tool's output: its non-empty stderr lines
-/// without the version banner e2fsprogs prints first
-/// (`dumpe2fs 1.47.0 (5-Feb-2023)`), joined and capped.
-fn failure_message(program: &str, stderr: &str, stdout: &str) -> String {
-    let banner = |l: &str| {
-        l.strip_prefix(program)
-            .and_then(|r| r.strip_prefix(' '))
-            .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
-    };
-    let mut lines: Vec<&str> = stderr.lines().map(str::trim).filter(|l| !l.is_empty() && !banner(l)).collect();
-    if lines.is_empty() {
-        lines = stdout.lines().map(str::trim).filter(|l| !l.is_empty()).take(3).collect();
-    }
-    let mut msg = lines.join("; ");
-    if msg.is_empty() {
-        msg = "no output".to_string();
-    }
-    if msg.chars().count() > 400 {
-        msg = format!("{}…", msg.chars().take(400).collect::<String>());
-    }
-    msg
-}
-
-fn code_text(code: Option<i32>) -> String {
-    code.map_or_else(|| "by signal".to_string(), |c| c.to_string())
-}
-
 /// First version line of `tool arg`, `"not installed"`, or a short
 /// explanation of why no version could be read.
 pub fn tool_version(tool: &str, arg: &str) -> String {
@@ -202,7 +133,7 @@ pub fn tool_version(tool: &str, arg: &str) -> String {
                     return v;
                 }
             }
-            format!("unknown ({tool} {arg} exited {}: {line})", code_text(out.code))
+            format!("unknown ({tool} {arg} exited {}: {line})", exec::exit_text(out.code))
         }
     }
 }
@@ -332,88 +263,5 @@ mod tests {
     #[test]
     fn missing_tool_is_not_installed() {
         assert_eq!(tool_version("fslab-no-such-tool-xyz", "--version"), NOT_INSTALLED);
-    }
-
-    #[test]
-    fn failure_messages_skip_the_banner() {
-        let err = "dumpe2fs 1.47.0 (5-Feb-2023)\ndumpe2fs: Operation not permitted while trying to open /dev/vda\nCouldn't find valid filesystem superblock.\n";
-        assert_eq!(
-            failure_message("dumpe2fs", err, ""),
-            "dumpe2fs: Operation not permitted while trying to open /dev/vda; Couldn't find valid filesystem superblock."
-        );
-        assert_eq!(failure_message("x", "", "out\n"), "out");
-        assert_eq!(failure_message("x", "", ""), "no output");
-    }
-
-    #[test]
-    fn geometry_of_unknown_fs_is_empty() {
-        assert_eq!(geometry("tmpfs", Path::new("/nonexistent")).unwrap(), "");
-    }
-
-    #[test]
-    fn geometry_error_names_the_command() {
-        let err = geometry("ext4", Path::new("/nonexistent/fslab.img")).unwrap_err();
-        assert!(err.to_string().contains("dumpe2fs -h /nonexistent/fslab.img"), "{err}");
-    }
-
-    #[test]
-    fn ext4_geometry_of_real_image() {
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("ext4.img");
-        let f = std::fs::File::create(&img).unwrap();
-        f.set_len(64 << 20).unwrap();
-        drop(f);
-        let img_s = img.to_string_lossy().to_string();
-        match exec::run("mkfs.ext4", &["-F", "-q", &img_s], exec::DEFAULT_TIMEOUT) {
-            Err(exec::RunError::NotFound) => {
-                crate::testsupport::skip("mkfs.ext4 not installed");
-                return;
-            }
-            Ok(o) => assert!(o.success, "mkfs.ext4 failed: {}", o.stderr),
-            Err(e) => panic!("mkfs.ext4: {e}"),
-        }
-        let text = geometry("ext4", &img).unwrap();
-        assert!(text.contains("Block count:"), "{text}");
-        assert!(text.contains("Blocks per group:"), "{text}");
-    }
-
-    #[test]
-    fn xfs_geometry_of_real_image() {
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("xfs.img");
-        let f = std::fs::File::create(&img).unwrap();
-        f.set_len(320 << 20).unwrap();
-        drop(f);
-        let img_s = img.to_string_lossy().to_string();
-        match exec::run("mkfs.xfs", &["-q", "-f", &img_s], exec::DEFAULT_TIMEOUT) {
-            Err(exec::RunError::NotFound) => {
-                crate::testsupport::skip("mkfs.xfs not installed");
-                return;
-            }
-            Ok(o) => assert!(o.success, "mkfs.xfs failed: {}", o.stderr),
-            Err(e) => panic!("mkfs.xfs: {e}"),
-        }
-        let text = geometry("xfs", &img).unwrap();
-        assert!(text.contains("agcount="), "{text}");
-    }
-
-    #[test]
-    fn btrfs_geometry_of_real_image() {
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("btrfs.img");
-        let f = std::fs::File::create(&img).unwrap();
-        f.set_len(256 << 20).unwrap();
-        drop(f);
-        let img_s = img.to_string_lossy().to_string();
-        match exec::run("mkfs.btrfs", &["-q", "-f", &img_s], exec::DEFAULT_TIMEOUT) {
-            Err(exec::RunError::NotFound) => {
-                crate::testsupport::skip("mkfs.btrfs not installed");
-                return;
-            }
-            Ok(o) => assert!(o.success, "mkfs.btrfs failed: {}", o.stderr),
-            Err(e) => panic!("mkfs.btrfs: {e}"),
-        }
-        let text = geometry("btrfs", &img).unwrap();
-        assert!(text.contains("num_devices"), "{text}");
     }
 }

@@ -21,7 +21,7 @@ pub mod rules;
 pub mod version;
 
 pub use doctor::{doctor, DoctorReport, Finding};
-pub use environment::{capture, geometry, Environment};
+pub use environment::{capture, Environment};
 pub use facts::Facts;
 pub use kconfig::{diff as kconfig_diff, KconfigDiff, KernelConfig};
 pub use rules::{builtin_rules, Rule, Severity};

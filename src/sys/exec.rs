@@ -205,3 +205,61 @@ pub fn resolve(program: &str) -> std::path::PathBuf {
     }
     program.into()
 }
+
+/// Standard output of an inspection tool (`dumpe2fs -h`, `xfs_info`) that
+/// must succeed, or an error carrying the command line and its message.
+pub fn inspect_tool(program: &str, args: &[&str]) -> anyhow::Result<String> {
+    let line = format!("{program} {}", args.join(" "));
+    match run(program, args, DEFAULT_TIMEOUT) {
+        Ok(out) if out.success => Ok(out.stdout),
+        Ok(out) => {
+            let msg = failure_message(program, &out.stderr, &out.stdout);
+            anyhow::bail!("`{line}` failed (exit {}): {msg}", exit_text(out.code))
+        }
+        Err(e) => anyhow::bail!("`{line}`: {e}"),
+    }
+}
+
+/// The useful part of a failed tool's output: its non-empty stderr lines
+/// without the version banner e2fsprogs prints first
+/// (`dumpe2fs 1.47.0 (5-Feb-2023)`), joined and capped.
+fn failure_message(program: &str, stderr: &str, stdout: &str) -> String {
+    let banner = |l: &str| {
+        l.strip_prefix(program)
+            .and_then(|r| r.strip_prefix(' '))
+            .is_some_and(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+    };
+    let mut lines: Vec<&str> = stderr.lines().map(str::trim).filter(|l| !l.is_empty() && !banner(l)).collect();
+    if lines.is_empty() {
+        lines = stdout.lines().map(str::trim).filter(|l| !l.is_empty()).take(3).collect();
+    }
+    let mut msg = lines.join("; ");
+    if msg.is_empty() {
+        msg = "no output".to_string();
+    }
+    if msg.chars().count() > 400 {
+        msg = format!("{}…", msg.chars().take(400).collect::<String>());
+    }
+    msg
+}
+
+/// A tool's exit code, or `by signal`.
+pub fn exit_text(code: Option<i32>) -> String {
+    code.map_or_else(|| "by signal".to_string(), |c| c.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_messages_skip_the_banner() {
+        let err = "dumpe2fs 1.47.0 (5-Feb-2023)\ndumpe2fs: Operation not permitted while trying to open /dev/vda\nCouldn't find valid filesystem superblock.\n";
+        assert_eq!(
+            failure_message("dumpe2fs", err, ""),
+            "dumpe2fs: Operation not permitted while trying to open /dev/vda; Couldn't find valid filesystem superblock."
+        );
+        assert_eq!(failure_message("x", "", "out\n"), "out");
+        assert_eq!(failure_message("x", "", ""), "no output");
+    }
+}

@@ -23,6 +23,7 @@ mod experiment;
 mod filemix;
 mod fleet;
 mod formats;
+mod fs_names;
 mod fsinternal;
 mod history_cli;
 mod inspect_cli;

@@ -7,15 +7,12 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-use super::model::{Ext4Facts, Facts, FactsMode, FsFacts, QueueFacts};
-use super::parse::{
-    count_itable_unzeroed, merge_options, parse_btrfs_df, parse_dumpe2fs, parse_ext4_superblock, parse_mount_options,
-    parse_scheduler, parse_xfs_info, preempt_model,
-};
+use super::model::{Facts, FactsMode, FsFacts, QueueFacts};
+use super::parse::{merge_options, parse_mount_options, parse_scheduler, preempt_model};
+use crate::fsinternal;
 use crate::inspect::environment;
 use crate::inspect::kconfig::KernelConfig;
 use crate::inspect::version::KernelVersion;
-use crate::sys::exec;
 use crate::sys::mountinfo;
 
 impl Facts {
@@ -205,26 +202,6 @@ fn read_queue(disk: &str) -> QueueFacts {
     }
 }
 
-/// Groups of the ext4 filesystem on `device` whose inode tables are not
-/// yet zeroed, from the group descriptors. The device is read through the
-/// page cache it shares with the mounted filesystem, so the flags are the
-/// kernel's current ones, not just what reached the disk.
-fn ext4_itable_unzeroed(device: &Path) -> Result<u64, String> {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::File::open(device).map_err(|e| format!("opening {}: {e}", device.display()))?;
-    let mut sb = vec![0u8; 1024];
-    f.read_exact_at(&mut sb, 1024).map_err(|e| format!("reading the superblock of {}: {e}", device.display()))?;
-    let table = parse_ext4_superblock(&sb)?;
-    // 2^32 groups of 1 KiB descriptors would be absurd; 64 MiB covers 1 M groups of 64 bytes.
-    if table.len_bytes() > 64 << 20 {
-        return Err(format!("{} block groups: descriptors not read", table.groups));
-    }
-    let mut descriptors = vec![0u8; table.len_bytes()];
-    f.read_exact_at(&mut descriptors, table.offset)
-        .map_err(|e| format!("reading the group descriptors of {}: {e}", device.display()))?;
-    Ok(count_itable_unzeroed(&table, &descriptors))
-}
-
 fn gather_fs(path: &Path, notes: &mut Vec<String>) -> Result<(FsFacts, Option<QueueFacts>)> {
     let canon = std::fs::canonicalize(path).with_context(|| format!("resolving {}", path.display()))?;
     let mounts = mountinfo::read()?;
@@ -256,52 +233,22 @@ fn gather_fs(path: &Path, notes: &mut Vec<String>) -> Result<(FsFacts, Option<Qu
     let names = numbers.and_then(|(a, b)| block_names(a, b));
     fs.device_name = names.as_ref().map(|(n, _)| n.clone());
 
-    if fs.fstype == "ext4" {
-        let mut ext4 = Ext4Facts::default();
-        if let Some(name) = &fs.device_name {
-            let proc_dir = PathBuf::from(format!("/proc/fs/ext4/{name}"));
-            match std::fs::read_to_string(proc_dir.join("options")) {
-                Ok(t) => merge_options(&mut options, &t),
-                Err(e) => notes.push(format!("{}/options: {e}", proc_dir.display())),
-            }
-            if let Ok(t) = std::fs::read_to_string(proc_dir.join("mb_structs_summary")) {
-                ext4.mb_optimize_scan_reported =
-                    t.lines().find_map(|l| l.trim().strip_prefix("optimize_scan:").map(|v| v.trim() == "1"));
-            }
-        }
-        match environment::geometry("ext4", Path::new(&m.source)) {
-            Ok(t) => {
-                let g = parse_dumpe2fs(&t);
-                ext4.block_groups = g.block_groups;
-                ext4.block_size = g.block_size;
-                ext4.block_count = g.block_count;
-                if let (Some(c), Some(b)) = (g.block_count, g.block_size) {
-                    fs.size_bytes = c.checked_mul(b);
-                }
-            }
-            Err(e) => notes.push(format!("ext4 geometry: {e:#}")),
-        }
-        match ext4_itable_unzeroed(Path::new(&m.source)) {
-            Ok(n) => ext4.itable_unzeroed_groups = Some(n),
-            Err(e) => notes.push(format!("ext4 inode-table state: {e}")),
-        }
-        fs.ext4 = Some(ext4);
-    } else if fs.fstype == "xfs" {
-        match environment::geometry("xfs", Path::new(&m.source)) {
-            Ok(t) => fs.xfs = Some(parse_xfs_info(&t)),
-            Err(e) => notes.push(format!("xfs geometry: {e:#}")),
-        }
-    } else if fs.fstype == "btrfs" {
-        match exec::run("btrfs", &["filesystem", "df", "-b", &m.mountpoint], exec::DEFAULT_TIMEOUT) {
-            Ok(o) if o.success => fs.btrfs = Some(parse_btrfs_df(&o.stdout)),
-            Ok(o) => notes.push(format!(
-                "btrfs filesystem df {}: {}",
-                m.mountpoint,
-                exec::first_line(&o.stderr).unwrap_or("failed")
-            )),
-            Err(e) => notes.push(format!("btrfs filesystem df: {e}")),
-        }
+    // What the filesystem's kind reads of its internals (ext4 geometry and
+    // allocator state, XFS allocation groups, btrfs profiles).
+    let mount = fsinternal::Mounted {
+        source: Path::new(&m.source),
+        mountpoint: &m.mountpoint,
+        device_name: fs.device_name.as_deref(),
+    };
+    let mut found = fsinternal::Found::default();
+    fs.internals = fsinternal::facts(&fs.fstype, &mount, &mut found);
+    for list in &found.options {
+        merge_options(&mut options, list);
     }
+    if found.size_bytes.is_some() {
+        fs.size_bytes = found.size_bytes;
+    }
+    notes.extend(found.notes);
     fs.mount_options = Some(options);
     let queue = match &names {
         Some((_, disk)) => Some(read_queue(disk)),
@@ -317,6 +264,7 @@ fn gather_fs(path: &Path, notes: &mut Vec<String>) -> Result<(FsFacts, Option<Qu
 mod tests {
     use super::*;
     use crate::inspect::facts::model::{FactValue, Lookup, PreemptModel};
+    use crate::sys::exec;
 
     #[test]
     fn offline_facts() {
@@ -423,13 +371,13 @@ mod tests {
 
         let fa = Facts::gather(Some(&a.mnt)).unwrap();
         assert_eq!(fa.ext4_lazyinit_running, Some(true), "{:#?}", fa);
-        let unzeroed = fa.fs.as_ref().unwrap().ext4.as_ref().unwrap().itable_unzeroed_groups;
+        let unzeroed = fa.fs.as_ref().unwrap().internals.ext4.as_ref().unwrap().itable_unzeroed_groups;
         assert!(unzeroed.is_some_and(|n| n > 0 && n <= 16), "{fa:#?}");
         assert!(ids(&fa).contains(&"ext4-lazyinit-running".to_string()), "{:?}", ids(&fa));
 
         let fb = Facts::gather(Some(&b.mnt)).unwrap();
         assert_eq!(fb.ext4_lazyinit_running, Some(true), "a's zeroing keeps the thread alive");
-        assert_eq!(fb.fs.as_ref().unwrap().ext4.as_ref().unwrap().itable_unzeroed_groups, Some(0), "{fb:#?}");
+        assert_eq!(fb.fs.as_ref().unwrap().internals.ext4.as_ref().unwrap().itable_unzeroed_groups, Some(0), "{fb:#?}");
         let found = ids(&fb);
         assert!(!found.contains(&"ext4-lazyinit-running".to_string()), "{found:?}");
         assert!(found.contains(&"ext4-lazyinit-bitmap-prefetch".to_string()), "{found:?}");
@@ -442,7 +390,7 @@ mod tests {
             let fs = f.fs.as_ref().unwrap();
             assert_eq!(fs.fstype, "ext4");
             assert!(fs.device_name.as_deref().is_some_and(|d| d.starts_with("loop")), "{fs:?}");
-            let e = fs.ext4.as_ref().unwrap();
+            let e = fs.internals.ext4.as_ref().unwrap();
             assert_eq!(e.block_groups, Some(8), "{f:#?}");
             assert_eq!(e.mb_optimize_scan_reported, Some(false), "{f:#?}");
             assert_eq!(f.ext4_mb_optimize_scan().map(|x| x.0), Some(false));
@@ -452,12 +400,12 @@ mod tests {
             assert!(q.device.starts_with("loop") && q.read_ahead_kb.is_some(), "{q:?}");
         }
         if let Some(f) = gather_on_loop("xfs", 320, &["mkfs.xfs", "-q", "-f", "-d", "agcount=4"]) {
-            let x = f.fs.as_ref().unwrap().xfs.as_ref().unwrap();
+            let x = f.fs.as_ref().unwrap().internals.xfs.as_ref().unwrap();
             assert_eq!(x.agcount, Some(4), "{f:#?}");
             assert!(x.agsize_blocks.is_some());
         }
         if let Some(f) = gather_on_loop("btrfs", 256, &["mkfs.btrfs", "-q", "-f", "-m", "dup", "-d", "single"]) {
-            let b = f.fs.as_ref().unwrap().btrfs.as_ref().unwrap();
+            let b = f.fs.as_ref().unwrap().internals.btrfs.as_ref().unwrap();
             assert_eq!(b.metadata_profile.as_deref(), Some("dup"), "{f:#?}");
             assert_eq!(b.data_profile.as_deref(), Some("single"), "{f:#?}");
             assert!(f.queue.is_some(), "btrfs device found through the mount source: {f:#?}");

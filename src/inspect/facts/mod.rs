@@ -15,9 +15,10 @@
 //! The module holds one thing per file: [`model`] (the fact types, their
 //! keys and derived facts), [`gather`] (reading this machine, or assembling
 //! another machine's facts from what a user knows), [`parse`] (the other
-//! tools' text fslab reads: `dumpe2fs`, `xfs_info`, `btrfs filesystem df`,
-//! the queue scheduler, the kernel command line, debugfs `sched/preempt`,
-//! mount option lists) and [`render`] (the human summary).
+//! tools' text fslab reads: the queue scheduler, the kernel command line,
+//! debugfs `sched/preempt`, mount option lists) and [`render`] (the human
+//! summary). What a filesystem with internals adds (ext4, XFS, btrfs
+//! geometry and state) is read by its own file in `fsinternal`.
 
 pub mod gather;
 pub mod model;
@@ -25,4 +26,4 @@ pub mod parse;
 pub mod render;
 
 pub use model::*;
-pub use parse::{parse_btrfs_df, parse_dumpe2fs, parse_mount_options, parse_scheduler, parse_xfs_info};
+pub use parse::{parse_mount_options, parse_scheduler};

@@ -9,6 +9,10 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use super::parse::parse_cmdline;
+use crate::fsinternal::btrfs::BtrfsFacts;
+use crate::fsinternal::ext4::Ext4Facts;
+use crate::fsinternal::xfs::XfsFacts;
+use crate::fsinternal::FsInternalFacts;
 use crate::inspect::kconfig::{KValue, KernelConfig};
 use crate::inspect::version::KernelVersion;
 
@@ -58,41 +62,6 @@ pub enum FactsMode {
     Offline,
 }
 
-/// ext4 geometry and state.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Ext4Facts {
-    /// Number of block groups.
-    pub block_groups: Option<u64>,
-    pub block_size: Option<u64>,
-    pub block_count: Option<u64>,
-    /// `optimize_scan` as the kernel reports it in
-    /// `/proc/fs/ext4/<dev>/mb_structs_summary` (live only).
-    pub mb_optimize_scan_reported: Option<bool>,
-    /// Block groups whose inode table is not yet zeroed (`ITABLE_ZEROED`
-    /// clear in the group descriptor): what lazy init still has to write.
-    /// Read from the device's descriptors (live only; filesystems with
-    /// group-descriptor checksums, without `meta_bg`).
-    #[serde(default)]
-    pub itable_unzeroed_groups: Option<u64>,
-}
-
-/// XFS geometry.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct XfsFacts {
-    pub agcount: Option<u64>,
-    /// Allocation group size in filesystem blocks.
-    pub agsize_blocks: Option<u64>,
-    pub block_size: Option<u64>,
-}
-
-/// btrfs block-group profiles (`single`, `dup`, `raid1`, …).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct BtrfsFacts {
-    pub data_profile: Option<String>,
-    pub metadata_profile: Option<String>,
-    pub system_profile: Option<String>,
-}
-
 /// The filesystem holding the inspected path.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FsFacts {
@@ -113,9 +82,10 @@ pub struct FsFacts {
     /// offline: `--fs-size`).
     #[serde(default)]
     pub size_bytes: Option<u64>,
-    pub ext4: Option<Ext4Facts>,
-    pub xfs: Option<XfsFacts>,
-    pub btrfs: Option<BtrfsFacts>,
+    /// What the filesystem's kind reads of its internals (`ext4`, `xfs`,
+    /// `btrfs` keys; see `fsinternal`).
+    #[serde(flatten)]
+    pub internals: FsInternalFacts,
 }
 
 /// Settings of the block queue under the filesystem
@@ -207,7 +177,7 @@ pub struct Facts {
     /// tables of filesystems made with lazy_itable_init, and since 5.13 it
     /// also prefetches block bitmaps after every read-write mount, so its
     /// presence alone does not say which it is doing (see
-    /// [`Ext4Facts::itable_unzeroed_groups`]).
+    /// `Ext4Facts::itable_unzeroed_groups`).
     pub ext4_lazyinit_running: Option<bool>,
     /// The storage kind when a user said it (`--device-kind`); otherwise
     /// derived from the queue (see [`Facts::device_kind`]).
@@ -449,13 +419,13 @@ impl Facts {
     }
 
     fn ext4(&self) -> Option<&Ext4Facts> {
-        self.fs.as_ref().and_then(|f| f.ext4.as_ref())
+        self.fs.as_ref().and_then(|f| f.internals.ext4.as_ref())
     }
     fn xfs(&self) -> Option<&XfsFacts> {
-        self.fs.as_ref().and_then(|f| f.xfs.as_ref())
+        self.fs.as_ref().and_then(|f| f.internals.xfs.as_ref())
     }
     fn btrfs(&self) -> Option<&BtrfsFacts> {
-        self.fs.as_ref().and_then(|f| f.btrfs.as_ref())
+        self.fs.as_ref().and_then(|f| f.internals.btrfs.as_ref())
     }
 
     /// ext4 block groups and where the number comes from: read from the
@@ -465,7 +435,7 @@ impl Facts {
     /// filesystem.
     pub fn ext4_block_groups(&self) -> Option<(u64, &'static str)> {
         let fs = self.fs.as_ref()?;
-        if let Some(g) = fs.ext4.as_ref().and_then(|e| e.block_groups) {
+        if let Some(g) = fs.internals.ext4.as_ref().and_then(|e| e.block_groups) {
             return Some((g, "read from the filesystem"));
         }
         if !(fs.fstype.is_empty() || fs.fstype == "ext4") {
@@ -514,7 +484,7 @@ impl Facts {
     /// least 16 block groups).
     pub fn ext4_mb_optimize_scan(&self) -> Option<(bool, String)> {
         let fs = self.fs.as_ref().filter(|f| f.fstype == "ext4")?;
-        if let Some(v) = fs.ext4.as_ref().and_then(|e| e.mb_optimize_scan_reported) {
+        if let Some(v) = fs.internals.ext4.as_ref().and_then(|e| e.mb_optimize_scan_reported) {
             return Some((v, "as reported in mb_structs_summary".to_string()));
         }
         if let Some(v) = fs.mount_options.as_ref().and_then(|m| m.get("mb_optimize_scan")) {
@@ -613,34 +583,36 @@ impl Facts {
             }
             "ext4.groups" => {
                 let v = int()?;
-                self.fs_mut().ext4.get_or_insert_with(Default::default).block_groups = Some(v);
+                self.fs_mut().internals.ext4.get_or_insert_with(Default::default).block_groups = Some(v);
             }
             "ext4.block_size" => {
                 let v = int()?;
-                self.fs_mut().ext4.get_or_insert_with(Default::default).block_size = Some(v);
+                self.fs_mut().internals.ext4.get_or_insert_with(Default::default).block_size = Some(v);
             }
             "ext4.mb_optimize_scan" => {
                 let v = boolean()?;
-                self.fs_mut().ext4.get_or_insert_with(Default::default).mb_optimize_scan_reported = Some(v);
+                self.fs_mut().internals.ext4.get_or_insert_with(Default::default).mb_optimize_scan_reported = Some(v);
             }
             "ext4.lazyinit_running" => self.ext4_lazyinit_running = Some(boolean()?),
             "ext4.itable_unzeroed_groups" => {
                 let v = int()?;
-                self.fs_mut().ext4.get_or_insert_with(Default::default).itable_unzeroed_groups = Some(v);
+                self.fs_mut().internals.ext4.get_or_insert_with(Default::default).itable_unzeroed_groups = Some(v);
             }
             "xfs.agcount" => {
                 let v = int()?;
-                self.fs_mut().xfs.get_or_insert_with(Default::default).agcount = Some(v);
+                self.fs_mut().internals.xfs.get_or_insert_with(Default::default).agcount = Some(v);
             }
             "xfs.agsize" => {
                 let v = int()?;
-                self.fs_mut().xfs.get_or_insert_with(Default::default).agsize_blocks = Some(v);
+                self.fs_mut().internals.xfs.get_or_insert_with(Default::default).agsize_blocks = Some(v);
             }
             "btrfs.data_profile" => {
-                self.fs_mut().btrfs.get_or_insert_with(Default::default).data_profile = Some(value.to_lowercase())
+                self.fs_mut().internals.btrfs.get_or_insert_with(Default::default).data_profile =
+                    Some(value.to_lowercase())
             }
             "btrfs.metadata_profile" => {
-                self.fs_mut().btrfs.get_or_insert_with(Default::default).metadata_profile = Some(value.to_lowercase())
+                self.fs_mut().internals.btrfs.get_or_insert_with(Default::default).metadata_profile =
+                    Some(value.to_lowercase())
             }
             "queue.device" => self.queue_mut().device = value.to_string(),
             "queue.rotational" => self.queue_mut().rotational = Some(boolean()?),
@@ -666,6 +638,18 @@ impl Facts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A filesystem's own facts sit next to `fstype` in the JSON, as they
+    /// did before they moved to their `fsinternal` files.
+    #[test]
+    fn filesystem_facts_keep_their_json_shape() {
+        let old = r#"{"path":null,"mount_point":null,"fstype":"xfs","source":null,"device_name":null,"mount_options":null,"size_bytes":null,"ext4":null,"xfs":{"agcount":4,"agsize_blocks":20480,"block_size":4096},"btrfs":null}"#;
+        let fs: FsFacts = serde_json::from_str(old).unwrap();
+        assert_eq!(fs.internals.xfs.as_ref().and_then(|x| x.agcount), Some(4));
+        assert_eq!(serde_json::to_string(&fs).unwrap(), old);
+        let bare: FsFacts = serde_json::from_str(r#"{"fstype":"ext4"}"#).unwrap();
+        assert_eq!(bare.internals, FsInternalFacts::default());
+    }
 
     #[test]
     fn set_and_derived_facts() {

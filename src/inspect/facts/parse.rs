@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::model::{BtrfsFacts, Ext4Facts, PreemptModel, XfsFacts};
+use super::model::PreemptModel;
 use crate::inspect::kconfig::KValue;
 
 /// Work out the preemption model, most authoritative source first:
@@ -132,139 +132,6 @@ pub(crate) fn merge_options(into: &mut BTreeMap<String, String>, list: &str) {
     }
 }
 
-/// ext4 geometry from `dumpe2fs -h` text.
-pub fn parse_dumpe2fs(text: &str) -> Ext4Facts {
-    let field = |name: &str| -> Option<u64> {
-        text.lines().find_map(|l| {
-            let (k, v) = l.split_once(':')?;
-            (k.trim() == name).then(|| v.trim().parse().ok()).flatten()
-        })
-    };
-    let block_count = field("Block count");
-    let per_group = field("Blocks per group").filter(|&g| g > 0);
-    let first = field("First block").unwrap_or(0);
-    let block_groups = match (block_count, per_group) {
-        (Some(c), Some(g)) if c > first => Some((c - first).div_ceil(g)),
-        _ => None,
-    };
-    Ext4Facts { block_groups, block_size: field("Block size"), block_count, ..Default::default() }
-}
-
-/// Where an ext4 filesystem's group descriptors are, from its superblock
-/// (the 1024 bytes at offset 1024 of the device).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Ext4DescriptorTable {
-    /// Byte offset of the first descriptor on the device.
-    pub offset: u64,
-    /// Bytes per descriptor (32, or `s_desc_size` with `64bit`).
-    pub desc_size: usize,
-    pub groups: u64,
-}
-
-impl Ext4DescriptorTable {
-    pub fn len_bytes(&self) -> usize {
-        self.desc_size * self.groups as usize
-    }
-}
-
-// Superblock offsets and flags (fs/ext4/ext4.h).
-const EXT4_SUPER_MAGIC: u16 = 0xEF53;
-const INCOMPAT_META_BG: u32 = 0x10;
-const INCOMPAT_64BIT: u32 = 0x80;
-const RO_COMPAT_GDT_CSUM: u32 = 0x10;
-const RO_COMPAT_METADATA_CSUM: u32 = 0x400;
-const BG_INODE_ZEROED: u16 = 0x4;
-
-fn le16(b: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([b[at], b[at + 1]])
-}
-fn le32(b: &[u8], at: usize) -> u32 {
-    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
-}
-
-/// The group-descriptor table an ext4 superblock describes, or why its
-/// `ITABLE_ZEROED` flags cannot be read: not ext4, no group-descriptor
-/// checksums (the flag is then not maintained), or `meta_bg` (descriptors
-/// spread over the disk; not worth reading for a hint).
-///
-/// Read directly rather than with `dumpe2fs`, which would read every
-/// block bitmap of the filesystem under test just to print free ranges.
-pub fn parse_ext4_superblock(sb: &[u8]) -> Result<Ext4DescriptorTable, String> {
-    if sb.len() < 1024 {
-        return Err("short superblock".into());
-    }
-    if le16(sb, 0x38) != EXT4_SUPER_MAGIC {
-        return Err("no ext2/3/4 superblock magic".into());
-    }
-    let (incompat, ro_compat) = (le32(sb, 0x60), le32(sb, 0x64));
-    if ro_compat & (RO_COMPAT_GDT_CSUM | RO_COMPAT_METADATA_CSUM) == 0 {
-        return Err("no group-descriptor checksums (uninit_bg/metadata_csum): inode tables are zeroed at mkfs".into());
-    }
-    if incompat & INCOMPAT_META_BG != 0 {
-        return Err("meta_bg layout: descriptors not read".into());
-    }
-    let log = le32(sb, 0x18);
-    if log > 6 {
-        return Err(format!("implausible block size 1024 << {log}"));
-    }
-    let block_size = 1024u64 << log;
-    let is_64 = incompat & INCOMPAT_64BIT != 0;
-    let blocks = u64::from(le32(sb, 0x04)) | if is_64 { u64::from(le32(sb, 0x150)) << 32 } else { 0 };
-    let first = u64::from(le32(sb, 0x14));
-    let per_group = u64::from(le32(sb, 0x20));
-    let desc_size = if is_64 { usize::from(le16(sb, 0xFE)) } else { 32 };
-    if per_group == 0 || blocks <= first || !(32..=1024).contains(&desc_size) {
-        return Err("implausible geometry in the superblock".into());
-    }
-    Ok(Ext4DescriptorTable {
-        offset: (first + 1) * block_size,
-        desc_size,
-        groups: (blocks - first).div_ceil(per_group),
-    })
-}
-
-/// Groups whose descriptor lacks `ITABLE_ZEROED` (`bg_flags` at byte 0x12).
-pub fn count_itable_unzeroed(table: &Ext4DescriptorTable, descriptors: &[u8]) -> u64 {
-    descriptors
-        .chunks_exact(table.desc_size)
-        .take(table.groups as usize)
-        .filter(|d| le16(d, 0x12) & BG_INODE_ZEROED == 0)
-        .count() as u64
-}
-
-/// XFS geometry from `xfs_info` / `xfs_db -c info` text.
-pub fn parse_xfs_info(text: &str) -> XfsFacts {
-    let field = |name: &str, line_prefix: Option<&str>| -> Option<u64> {
-        text.lines().filter(|l| line_prefix.is_none_or(|p| l.trim_start().starts_with(p))).find_map(|l| {
-            l.split(|c: char| c.is_whitespace() || c == ',')
-                .find_map(|w| w.strip_prefix(name)?.strip_prefix('=')?.parse().ok())
-        })
-    };
-    XfsFacts {
-        agcount: field("agcount", None),
-        agsize_blocks: field("agsize", None),
-        block_size: field("bsize", Some("data")),
-    }
-}
-
-/// btrfs profiles from `btrfs filesystem df` text
-/// (`Data, single: total=…`).
-pub fn parse_btrfs_df(text: &str) -> BtrfsFacts {
-    let mut out = BtrfsFacts::default();
-    for line in text.lines() {
-        let Some((head, _)) = line.split_once(':') else { continue };
-        let Some((kind, profile)) = head.split_once(',') else { continue };
-        let profile = Some(profile.trim().to_lowercase());
-        match kind.trim() {
-            "Data" => out.data_profile = profile,
-            "Metadata" => out.metadata_profile = profile,
-            "System" => out.system_profile = profile,
-            _ => {}
-        }
-    }
-    out
-}
-
 /// `none [mq-deadline] kyber` → (`mq-deadline`, all three).
 pub fn parse_scheduler(text: &str) -> (Option<String>, Vec<String>) {
     let mut active = None;
@@ -288,29 +155,6 @@ pub fn parse_scheduler(text: &str) -> (Option<String>, Vec<String>) {
 mod tests {
     use super::*;
     use crate::inspect::kconfig::KernelConfig;
-
-    #[test]
-    fn dumpe2fs_geometry() {
-        let text = "Filesystem volume name:   <none>\nBlock count:              65536\nFirst block:              1\nBlock size:               1024\nBlocks per group:         8192\n";
-        let g = parse_dumpe2fs(text);
-        assert_eq!(g.block_groups, Some(8));
-        assert_eq!(g.block_size, Some(1024));
-        let big = "Block count:              7864320\nFirst block:              0\nBlock size:               4096\nBlocks per group:         32768\n";
-        assert_eq!(parse_dumpe2fs(big).block_groups, Some(240));
-        assert_eq!(parse_dumpe2fs("").block_groups, None);
-    }
-
-    #[test]
-    fn xfs_and_btrfs_geometry() {
-        let xfs = "meta-data=/dev/loop0             isize=512    agcount=4, agsize=20480 blks\n         =                       sectsz=512   attr=2, projid32bit=1\ndata     =                       bsize=4096   blocks=81920, imaxpct=25\nnaming   =version 2              bsize=4096   ascii-ci=0, ftype=1\n";
-        let x = parse_xfs_info(xfs);
-        assert_eq!((x.agcount, x.agsize_blocks, x.block_size), (Some(4), Some(20480), Some(4096)));
-        let df = "Data, single: total=8388608, used=0\nSystem, DUP: total=8388608, used=16384\nMetadata, DUP: total=33554432, used=131072\nGlobalReserve, single: total=5767168, used=0\n";
-        let b = parse_btrfs_df(df);
-        assert_eq!(b.data_profile.as_deref(), Some("single"));
-        assert_eq!(b.metadata_profile.as_deref(), Some("dup"));
-        assert_eq!(b.system_profile.as_deref(), Some("dup"));
-    }
 
     #[test]
     fn scheduler_cmdline_and_preempt() {
@@ -360,44 +204,5 @@ mod tests {
             let e = parse_mount_options(bad).unwrap_err();
             assert!(e.contains(msg), "{bad}: {e}");
         }
-    }
-
-    /// The descriptor reader against real mkfs.ext4 images (no root needed):
-    /// lazy init leaves every group unzeroed, lazy_itable_init=0 none, and
-    /// without checksums the flag is not maintained.
-    #[test]
-    fn ext4_itable_flags_from_real_images() {
-        let dir = tempfile::tempdir().unwrap();
-        let img = dir.path().join("fs.img");
-        let state = |extra: &[&str]| -> Result<(u64, u64), String> {
-            std::fs::File::create(&img).unwrap().set_len(1 << 30).unwrap();
-            let mut args = vec!["-q", "-F"];
-            args.extend_from_slice(extra);
-            let img_s = img.to_string_lossy().to_string();
-            args.push(&img_s);
-            match crate::sys::exec::run("mkfs.ext4", &args, crate::sys::exec::DEFAULT_TIMEOUT) {
-                Ok(o) if o.success => {}
-                other => panic!("mkfs.ext4 {args:?}: {other:?}"),
-            }
-            use std::os::unix::fs::FileExt;
-            let f = std::fs::File::open(&img).unwrap();
-            let mut sb = vec![0u8; 1024];
-            f.read_exact_at(&mut sb, 1024).unwrap();
-            let table = parse_ext4_superblock(&sb)?;
-            let mut descriptors = vec![0u8; table.len_bytes()];
-            f.read_exact_at(&mut descriptors, table.offset).unwrap();
-            Ok((table.groups, count_itable_unzeroed(&table, &descriptors)))
-        };
-        if crate::sys::exec::run("mkfs.ext4", &["-V"], crate::sys::exec::DEFAULT_TIMEOUT).is_err() {
-            crate::testsupport::skip("mkfs.ext4 is not installed");
-            return;
-        }
-        assert_eq!(state(&["-E", "nodiscard,lazy_itable_init=1"]), Ok((8, 8)));
-        assert_eq!(state(&["-E", "lazy_itable_init=0"]), Ok((8, 0)));
-        assert_eq!(state(&["-b", "1024", "-E", "nodiscard,lazy_itable_init=1"]).map(|s| s.0), Ok(128));
-        let e = state(&["-O", "^metadata_csum,^uninit_bg"]).unwrap_err();
-        assert!(e.contains("no group-descriptor checksums"), "{e}");
-        assert!(parse_ext4_superblock(&[0u8; 1024]).unwrap_err().contains("magic"));
-        assert!(parse_ext4_superblock(&[0u8; 10]).is_err());
     }
 }

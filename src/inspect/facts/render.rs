@@ -44,12 +44,12 @@ impl Facts {
                 out.push(format!("options     {}", joined.join(",")));
             }
             let groups = self.ext4_block_groups();
-            if fs.ext4.is_some() || groups.is_some() {
+            if fs.internals.ext4.is_some() || groups.is_some() {
                 let mut s = format!(
                     "ext4        {} block groups{}",
                     groups.map_or("?".into(), |(g, _)| g.to_string()),
                     match groups {
-                        Some((_, how)) if fs.ext4.as_ref().and_then(|e| e.block_groups).is_none() =>
+                        Some((_, how)) if fs.internals.ext4.as_ref().and_then(|e| e.block_groups).is_none() =>
                             format!(" ({how})"),
                         _ => String::new(),
                     }
@@ -57,14 +57,14 @@ impl Facts {
                 if let Some((on, why)) = self.ext4_mb_optimize_scan() {
                     s.push_str(&format!(", mb_optimize_scan {} ({why})", if on { "on" } else { "off" }));
                 }
-                match fs.ext4.as_ref().and_then(|e| e.itable_unzeroed_groups) {
+                match fs.internals.ext4.as_ref().and_then(|e| e.itable_unzeroed_groups) {
                     Some(0) => s.push_str(", inode tables all zeroed"),
                     Some(n) => s.push_str(&format!(", {n} inode tables not yet zeroed")),
                     None => {}
                 }
                 out.push(s);
             }
-            if let Some(x) = &fs.xfs {
+            if let Some(x) = &fs.internals.xfs {
                 out.push(format!(
                     "xfs         agcount {}, agsize {} blocks{}",
                     x.agcount.map_or("?".into(), |v| v.to_string()),
@@ -72,7 +72,7 @@ impl Facts {
                     self.xfs_cpus_per_ag().map(|r| format!(", {r:.1} CPUs per AG")).unwrap_or_default()
                 ));
             }
-            if let Some(b) = &fs.btrfs {
+            if let Some(b) = &fs.internals.btrfs {
                 out.push(format!(
                     "btrfs       data {}, metadata {}, system {}",
                     b.data_profile.as_deref().unwrap_or("?"),

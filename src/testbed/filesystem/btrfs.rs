@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 
 use super::{Filesystem, Medium};
-use crate::fsinternal::{self, FsSnapshot};
 use crate::sys::exec::run_tool;
 
 pub struct Btrfs;
@@ -38,10 +37,6 @@ impl Filesystem for Btrfs {
             }
         }
         bail!("no /sys/fs/btrfs entry for {device} (mounted at {})", mountpoint.display())
-    }
-
-    fn snapshot(&self, device: &str, mountpoint: &Path) -> Option<Result<FsSnapshot>> {
-        Some(fsinternal::snapshot(self.name(), device, mountpoint))
     }
 
     /// btrfs keeps scanned devices registered; let go of ours.

@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::{Filesystem, Medium};
-use crate::fsinternal::{self, FsSnapshot};
 
 pub struct Ext4;
 
@@ -45,9 +44,5 @@ impl Filesystem for Ext4 {
             }
         }
         Some(options)
-    }
-
-    fn snapshot(&self, device: &str, mountpoint: &Path) -> Option<Result<FsSnapshot>> {
-        Some(fsinternal::snapshot(self.name(), device, mountpoint))
     }
 }

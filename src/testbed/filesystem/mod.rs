@@ -73,13 +73,13 @@ pub trait Filesystem: Sync {
     /// Geometry text for the record (`dumpe2fs -h`, `xfs_info`, …) of the
     /// filesystem on `device` (or in `image`, for image kinds).
     fn geometry(&self, device: &Path, _image: Option<&Path>) -> Option<String> {
-        crate::inspect::environment::geometry(self.name(), device).ok().filter(|g| !g.is_empty())
+        crate::fsinternal::geometry(self.name(), device).ok().filter(|g| !g.is_empty())
     }
 
     /// Filesystem-internal snapshot of a mounted testbed, for kinds whose
-    /// internals fslab reads (ext4 allocator, XFS stats, btrfs allocation).
-    fn snapshot(&self, _device: &str, _mountpoint: &Path) -> Option<Result<FsSnapshot>> {
-        None
+    /// internals fslab reads (those `fsinternal` lists).
+    fn snapshot(&self, device: &str, mountpoint: &Path) -> Option<Result<FsSnapshot>> {
+        crate::fsinternal::reads(self.name()).then(|| crate::fsinternal::snapshot(self.name(), device, mountpoint))
     }
 
     /// Called after unmount, before the device is detached.

@@ -6,7 +6,6 @@ use std::path::{Path, PathBuf};
 use anyhow::Result;
 
 use super::{Filesystem, Medium};
-use crate::fsinternal::{self, FsSnapshot};
 
 pub struct Xfs;
 
@@ -29,9 +28,5 @@ impl Filesystem for Xfs {
 
     fn sysfs_dir(&self, device: &str, _mountpoint: &Path) -> Result<PathBuf> {
         Ok(PathBuf::from(format!("/sys/fs/xfs/{device}")))
-    }
-
-    fn snapshot(&self, device: &str, mountpoint: &Path) -> Option<Result<FsSnapshot>> {
-        Some(fsinternal::snapshot(self.name(), device, mountpoint))
     }
 }
