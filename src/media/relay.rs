@@ -37,10 +37,11 @@ const GUEST_POLL: Duration = Duration::from_millis(10);
 /// starved host (load 22 on 2 cores: every hop, virtiofsd, the relay, the
 /// media server, the TCG guest itself, gets a sliver of a CPU), yet a
 /// longer fixed wait only delays the error when the host is gone. So the
-/// guest waits as long as the host's heartbeat moves, and fails fast once it
-/// stops: `silent` of no beat (30 missed beats: a dead or frozen host, never
-/// a busy one) ends the wait; `total` only bounds a host that beats but
-/// never answers (a hung media server).
+/// guest waits as long as the host's heartbeat moves, and fails fast once
+/// it stops: `silent` of no beat (30 missed beats, far longer than a
+/// starved host keeps a sleeping thread waiting: a dead or frozen host)
+/// ends the wait; `total` only bounds a host that beats but never answers
+/// (a hung media server).
 #[derive(Clone, Copy, Debug)]
 struct Patience {
     silent: Duration,
