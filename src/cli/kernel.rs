@@ -84,11 +84,16 @@ fn build(file: &std::path::Path) -> Result<BuiltKernels> {
     let exp = fslab::experiment::load(file).map_err(exit::usage)?;
     let cache_dir = kernel::cache_dir(&exp.workdir);
     let mut built = Vec::new();
-    let builds = exp.variants.iter().enumerate().filter_map(|(i, v)| match v.kernel.as_ref().map(|k| &k.source) {
-        Some(source @ KernelSource::Build(_)) => Some((i, source)),
-        _ => None,
-    });
-    for v in kernel::resolve_order(builds).into_iter().map(|i| &exp.variants[i]) {
+    // Said before the first build starts: cached, incremental or cold, and how long the last one took.
+    let planned = fslab::experiment::plan::kernel_builds(&exp);
+    for (i, outlook) in &planned {
+        output::diagnostic(&format!(
+            "fslab: the kernel of variant `{}`: {}",
+            exp.variants[*i].name,
+            outlook.describe()
+        ));
+    }
+    for v in planned.iter().map(|(i, _)| &exp.variants[*i]) {
         let Some(spec) = &v.kernel else { continue };
         let KernelSource::Build(b) = &spec.source else { continue };
         let started = std::time::Instant::now();

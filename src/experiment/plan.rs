@@ -72,8 +72,16 @@ fn shuffle<T>(items: &mut [T], seed: u64, round: usize) {
 /// Runs a dry run lists (text and JSON); the rest are counted.
 pub const DRY_RUN_LINES: usize = 200;
 
-/// The run plan as text, for `fslab run --dry-run`.
-pub fn describe(exp: &Experiment) -> String {
+/// What building each variant's built kernel will take (variant index,
+/// outlook), in the order the runner builds them, from this machine's kernel cache.
+pub fn kernel_builds(exp: &Experiment) -> Vec<(usize, crate::kernel::outlook::BuildOutlook)> {
+    let variants =
+        exp.variants.iter().enumerate().filter_map(|(i, v)| v.kernel.as_ref().map(|k| (i, v.name.as_str(), &k.source)));
+    crate::kernel::outlook::plan(variants, &crate::kernel::cache_dir(&exp.workdir))
+}
+
+/// The run plan as text, for `fslab run --dry-run`; `builds` is [`kernel_builds`].
+pub fn describe(exp: &Experiment, builds: &[(usize, crate::kernel::outlook::BuildOutlook)]) -> String {
     use std::fmt::Write;
     let mut out = String::new();
     let repetitions = match exp.repetitions {
@@ -93,7 +101,7 @@ pub fn describe(exp: &Experiment) -> String {
     );
     let _ = writeln!(out, "work directory: {}", exp.workdir.display());
     let _ = writeln!(out, "\nvariants:");
-    for v in &exp.variants {
+    for (i, v) in exp.variants.iter().enumerate() {
         let t = &v.testbed;
         let extra = if t.mkfs.is_empty() { String::new() } else { format!(" mkfs={}", t.mkfs.join(" ")) };
         let mount = if t.mount.is_empty() { String::new() } else { format!(" mount={}", t.mount) };
@@ -137,7 +145,7 @@ pub fn describe(exp: &Experiment) -> String {
                                 .collect();
                             format!(" + {}", names.join(", "))
                         },
-                        if b.cached { "cached" } else { "NOT built yet: the first run builds it, which takes minutes" }
+                        builds.iter().find(|(j, _)| *j == i).map(|(_, o)| o.describe()).unwrap_or_default()
                     ),
                 };
                 let boot = match vm.as_ref().map(|vm| vm.boot).unwrap_or_default() {

@@ -39,6 +39,7 @@ use serde::{Deserialize, Serialize};
 
 use super::debian::{Archive, Package};
 use super::kconfig::{self, Kconfig};
+use super::outlook::BuildRecord;
 use crate::sys::contain::{kill_group, spawn_contained};
 use crate::sys::signals::cancelled;
 
@@ -645,7 +646,7 @@ pub fn build(b: &KernelBuild, cache: &Path) -> Result<super::KernelArtifacts> {
     let key = if b.key.is_empty() {
         // A user's tree: make decides what is stale; the image is keyed by content.
         let _lock = super::cache::lock(&builds.join(format!(".obj-{}.lock", &b.tree_key[..16])))?;
-        let image = make_bzimage(b, cache, &obj)?;
+        let (image, _) = make_bzimage(b, cache, &obj)?;
         sha256_str(&format!("tree-build\0{}\0{}", super::sha256_file(&image)?, b.config_sha256))
     } else {
         b.key.clone()
@@ -653,13 +654,16 @@ pub fn build(b: &KernelBuild, cache: &Path) -> Result<super::KernelArtifacts> {
     let root = super::cache::entry(&kernels, &key, |tmp| {
         let _lock = super::cache::lock(&builds.join(format!(".obj-{}.lock", &b.tree_key[..16])))?;
         seed_patched_objects(b, &builds, &obj)?;
-        let image = make_bzimage(b, cache, &obj)?;
+        let (image, record) = make_bzimage(b, cache, &obj)?;
         let boot = tmp.join("boot");
         fs::create_dir(&boot)?;
         let release = super::bzimage::read_release(&image)?;
         fs::copy(&image, boot.join(format!("vmlinuz-{release}")))?;
         fs::copy(obj.join(".config"), boot.join(format!("config-{release}")))?;
         fs::copy(obj.join(BUILD_LOG), tmp.join(BUILD_LOG))?;
+        if let Some(record) = record {
+            record.write(tmp)?;
+        }
         fs::write(tmp.join(BUILD_INFO), serde_json::to_string_pretty(b)?)?;
         Ok(())
     })?;
@@ -698,15 +702,14 @@ pub fn build(b: &KernelBuild, cache: &Path) -> Result<super::KernelArtifacts> {
 /// stale. Only the unpatched tree is a source: a patched sibling's objects
 /// could hold changes this tree lacks, with nothing newer to show it.
 fn seed_patched_objects(b: &KernelBuild, builds: &Path, obj: &Path) -> Result<()> {
-    let Some(BuildSource::Debian { package, .. }) = b.request.as_deref().map(|r| &r.source) else { return Ok(()) };
-    if b.patches.is_empty() || obj.exists() {
+    if obj.exists() {
         return Ok(());
     }
-    let pristine = debian_tree_key(package, &[]);
-    let (from, from_tree) =
-        (builds.join(format!("obj-{}", &pristine[..16])), builds.join(format!("tree-{}/src", &pristine[..16])));
-    let _lock = super::cache::lock(&builds.join(format!(".obj-{}.lock", &pristine[..16])))?;
-    if !from.join("arch/x86/boot/bzImage").is_file() || !from_tree.is_dir() {
+    let Some(from) = pristine_objects(b, builds) else { return Ok(()) };
+    let pristine = from.file_name().unwrap_or_default().to_string_lossy().trim_start_matches("obj-").to_string();
+    let from_tree = builds.join(format!("tree-{pristine}/src"));
+    let _lock = super::cache::lock(&builds.join(format!(".obj-{pristine}.lock")))?;
+    if !from.join("arch/x86/boot/bzImage").is_file() {
         return Ok(());
     }
     let started = Instant::now();
@@ -747,6 +750,19 @@ fn seed_patched_objects(b: &KernelBuild, builds: &Path, obj: &Path) -> Result<()
             Err(e.context(format!("seeding {} from {}", obj.display(), from.display())))
         }
     }
+}
+
+/// The unpatched tree's finished object directory a patched Debian tree's
+/// first build would start from, if there is one.
+pub(crate) fn pristine_objects(b: &KernelBuild, builds: &Path) -> Option<PathBuf> {
+    let Some(BuildSource::Debian { package, .. }) = b.request.as_deref().map(|r| &r.source) else { return None };
+    if b.patches.is_empty() {
+        return None;
+    }
+    let pristine = debian_tree_key(package, &[]);
+    let from = builds.join(format!("obj-{}", &pristine[..16]));
+    let tree = builds.join(format!("tree-{}/src", &pristine[..16]));
+    (from.join("arch/x86/boot/bzImage").is_file() && tree.is_dir()).then_some(from)
 }
 
 /// Replace each `(old, new)` path in every Kbuild record under `dir`
@@ -795,8 +811,11 @@ pub const BUILD_LOG: &str = "build.log";
 /// The [`KernelBuild`] of a cache entry, for `fslab kernel list`.
 pub const BUILD_INFO: &str = "fslab-build.json";
 
-/// `make olddefconfig bzImage` in `obj` with the final config; the image path.
-fn make_bzimage(b: &KernelBuild, cache: &Path, obj: &Path) -> Result<PathBuf> {
+/// `make olddefconfig bzImage` in `obj` with the final config; the image
+/// path, and the build's record when it compiled anything (also kept in
+/// `obj`: the outlook of the next build there).
+fn make_bzimage(b: &KernelBuild, cache: &Path, obj: &Path) -> Result<(PathBuf, Option<BuildRecord>)> {
+    let cold = !obj.join("arch/x86/boot/bzImage").is_file();
     fs::create_dir_all(obj)?;
     let config = b.config_path(cache);
     fs::copy(&config, obj.join(".config")).with_context(|| format!("copying {}", config.display()))?;
@@ -876,7 +895,21 @@ fn make_bzimage(b: &KernelBuild, cache: &Path, obj: &Path) -> Result<PathBuf> {
     if progress.objects > 0 && expected.is_none_or(|e| progress.objects > e / 2) {
         let _ = fs::write(obj.join(OBJECT_COUNT_FILE), progress.objects.to_string());
     }
-    Ok(obj.join("arch/x86/boot/bzImage"))
+    // A make that compiled nothing (a user's tree built twice) says nothing
+    // about the next build: the last real one's record stays.
+    let record = (progress.objects > 0).then(|| BuildRecord {
+        version: b.version.clone(),
+        config_base: b.config_base.clone(),
+        cold,
+        wall_s: started.elapsed().as_secs_f64(),
+        objects: progress.objects,
+        jobs,
+        finished_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+    });
+    if let Some(r) = &record {
+        r.write(obj)?;
+    }
+    Ok((obj.join("arch/x86/boot/bzImage"), record))
 }
 
 /// ccache's directory: `$CCACHE_DIR` when set, else `<cache>/ccache` (kept

@@ -25,6 +25,7 @@ pub mod cache;
 pub mod deb;
 pub mod debian;
 pub mod kconfig;
+pub mod outlook;
 pub mod stage;
 
 use std::fs::{self, File};

@@ -26,9 +26,29 @@ const START: &str = "media-start";
 const STOP: &str = "media-stop";
 /// How often the host looks for a request.
 const HOST_POLL: Duration = Duration::from_millis(5);
-/// How often, and how long, the guest waits for the answer.
+/// The host's heartbeat: a counter the relay rewrites every [`BEAT_EVERY`]
+/// while it lives, so a waiting guest can tell a slow host from a dead one.
+const BEAT: &str = "media-relay.beat";
+const BEAT_EVERY: Duration = Duration::from_secs(1);
+/// How often the guest looks for the answer.
 const GUEST_POLL: Duration = Duration::from_millis(10);
-const GUEST_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long the guest waits for an answer. A fixed 20 s was too short on a
+/// starved host (load 22 on 2 cores: every hop, virtiofsd, the relay, the
+/// media server, the TCG guest itself, gets a sliver of a CPU), yet a
+/// longer fixed wait only delays the error when the host is gone. So the
+/// guest waits as long as the host's heartbeat moves, and fails fast once
+/// it stops: `silent` of no beat (30 missed beats, far longer than a
+/// starved host keeps a sleeping thread waiting: a dead or frozen host)
+/// ends the wait; `total` only bounds a host that beats but never answers
+/// (a hung media server).
+#[derive(Clone, Copy, Debug)]
+struct Patience {
+    silent: Duration,
+    total: Duration,
+}
+
+const PATIENCE: Patience = Patience { silent: Duration::from_secs(30), total: Duration::from_secs(600) };
 
 /// The answer in an `.ack` file: the value or the host's error message.
 type Answer<T> = std::result::Result<T, String>;
@@ -37,13 +57,14 @@ type Answer<T> = std::result::Result<T, String>;
 #[derive(Debug)]
 pub struct Relay {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+    threads: Vec<JoinHandle<()>>,
 }
 
 impl Relay {
     /// Answer requests in `exchange` for the server mounted at `mountpoint`.
     pub fn spawn(exchange: &Path, mountpoint: &Path) -> Result<Relay> {
         let stop = Arc::new(AtomicBool::new(false));
+        let (beat_dir, beat_flag) = (exchange.to_path_buf(), stop.clone());
         let (exchange, mountpoint, flag) = (exchange.to_path_buf(), mountpoint.to_path_buf(), stop.clone());
         let thread = std::thread::Builder::new()
             .name("media-relay".into())
@@ -58,16 +79,68 @@ impl Relay {
                 }
             })
             .context("starting the media relay thread")?;
-        Ok(Relay { stop, thread: Some(thread) })
+        let mut relay = Relay { stop, threads: vec![thread] };
+        // Its own thread, so a slow answer (the server busy) is not silence.
+        let beat = std::thread::Builder::new()
+            .name("media-relay-beat".into())
+            .spawn(move || beat_until(&beat_dir, &beat_flag))
+            .context("starting the media relay's heartbeat")?;
+        relay.threads.push(beat);
+        Ok(relay)
     }
 }
 
 impl Drop for Relay {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        if let Some(thread) = self.thread.take() {
+        for thread in self.threads.drain(..) {
             let _ = thread.join();
         }
+    }
+}
+
+/// Rewrite the heartbeat's counter every [`BEAT_EVERY`] until `stop`.
+fn beat_until(exchange: &Path, stop: &AtomicBool) {
+    let mut count: u64 = 0;
+    let mut next = Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        if Instant::now() >= next {
+            count += 1;
+            if let Err(e) = write_atomic(&exchange.join(BEAT), &count) {
+                crate::output::diagnostic(&format!("fslab: media relay heartbeat: {e:#}"));
+            }
+            next = Instant::now() + BEAT_EVERY;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The guest's view of the heartbeat: when it last saw the counter move.
+struct Pulse {
+    last: Option<Vec<u8>>,
+    moved: Instant,
+    checked: Instant,
+}
+
+impl Pulse {
+    fn new() -> Pulse {
+        let now = Instant::now();
+        Pulse { last: None, moved: now, checked: now }
+    }
+
+    /// How long the host has been silent; reads the beat at most twice a
+    /// beat. Read before judging, so a guest that was itself stalled sees
+    /// the beats it missed rather than mistaking its own stall for silence.
+    fn silence(&mut self, exchange: &Path) -> Duration {
+        if self.checked.elapsed() >= BEAT_EVERY / 2 {
+            self.checked = Instant::now();
+            let beat = std::fs::read(exchange.join(BEAT)).ok();
+            if beat.is_some() && beat != self.last {
+                self.last = beat;
+                self.moved = Instant::now();
+            }
+        }
+        self.moved.elapsed()
     }
 }
 
@@ -98,11 +171,16 @@ fn write_atomic<T: Serialize>(path: &Path, value: &T) -> Result<()> {
 
 /// The guest side: ask the host for `what` and wait for its answer.
 fn ask<T: DeserializeOwned>(exchange: &Path, what: &str) -> Result<T> {
+    ask_with(exchange, what, PATIENCE)
+}
+
+fn ask_with<T: DeserializeOwned>(exchange: &Path, what: &str, patience: Patience) -> Result<T> {
     let ack = ack_path(exchange, what);
     let _ = std::fs::remove_file(&ack);
     std::fs::write(request_path(exchange, what), b"")
         .with_context(|| format!("asking the host's media server ({what})"))?;
-    let deadline = Instant::now() + GUEST_TIMEOUT;
+    let asked = Instant::now();
+    let mut pulse = Pulse::new();
     loop {
         match std::fs::read(&ack) {
             Ok(bytes) => {
@@ -114,8 +192,15 @@ fn ask<T: DeserializeOwned>(exchange: &Path, what: &str) -> Result<T> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(e).with_context(|| format!("reading {}", ack.display())),
         }
-        if Instant::now() > deadline {
-            bail!("the host's media server did not answer {what} within {GUEST_TIMEOUT:?}");
+        let silence = pulse.silence(exchange);
+        if silence > patience.silent {
+            bail!(
+                "the host's media relay is gone: no answer to {what} and no heartbeat ({BEAT}) for {:.0} s",
+                silence.as_secs_f64()
+            );
+        }
+        if asked.elapsed() > patience.total {
+            bail!("the host's media server is alive but did not answer {what} within {:?}", patience.total);
         }
         std::thread::sleep(GUEST_POLL);
     }
@@ -164,5 +249,47 @@ mod tests {
         assert!(err.contains("no server"), "{err}");
         host.join().unwrap();
         assert_eq!(std::fs::read_dir(&exchange).unwrap().count(), 0, "requests and answers are removed");
+    }
+
+    /// The guest tells a dead host from a slow one by the heartbeat: with no
+    /// host it gives up after `silent`, not `total`; a host that beats is
+    /// waited for past `silent`, and one that beats but never answers is
+    /// given up on after `total`.
+    #[test]
+    fn timing_the_guest_waits_for_a_beating_host_and_not_for_a_dead_one() {
+        let patience = Patience { silent: Duration::from_millis(2500), total: Duration::from_secs(60) };
+        let dir = tempfile::tempdir().unwrap();
+        let exchange = dir.path().to_path_buf();
+
+        let t0 = Instant::now();
+        let err = ask_with::<()>(&exchange, START, patience).unwrap_err().to_string();
+        assert!(err.contains("is gone") && err.contains(BEAT), "{err}");
+        assert!(t0.elapsed() < Duration::from_secs(20), "gave up after {:?}", t0.elapsed());
+
+        // A live host that answers only after twice the silence limit.
+        let stop = Arc::new(AtomicBool::new(false));
+        let beating = {
+            let (exchange, stop) = (exchange.clone(), stop.clone());
+            std::thread::spawn(move || beat_until(&exchange, &stop))
+        };
+        let host = {
+            let exchange = exchange.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(5));
+                while std::fs::metadata(request_path(&exchange, START)).is_err() {
+                    std::thread::sleep(HOST_POLL);
+                }
+                answer(&exchange, START, || Ok(()));
+            })
+        };
+        ask_with::<()>(&exchange, START, patience).unwrap();
+        host.join().unwrap();
+
+        // Alive, but never answering: `total` ends the wait.
+        let patience = Patience { total: Duration::from_secs(4), ..patience };
+        let err = ask_with::<()>(&exchange, STOP, patience).unwrap_err().to_string();
+        assert!(err.contains("alive but did not answer"), "{err}");
+        stop.store(true, Ordering::Relaxed);
+        beating.join().unwrap();
     }
 }

@@ -16,7 +16,9 @@ pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
 /// A final partial interval shorter than this is not turned into a sample
 /// (its rates would be dominated by tick granularity); its I/O still counts
-/// in [`DiskTotals`], which use the final snapshot.
+/// in [`DiskTotals`], which use the final snapshot. A run that ended before
+/// the first tick is the exception: its one interval, start..end, is kept
+/// however short, so a short run still has CPU and device figures.
 const MIN_FINAL_INTERVAL: Duration = Duration::from_millis(10);
 
 /// What the sampler thread hands back.
@@ -171,7 +173,8 @@ fn sample_loop(
         let t = start.elapsed().as_secs_f64();
         let cur = cur.with_context(|| format!("monitor: snapshot at t={t:.3} s"))?;
         let itv = t - prev_t;
-        if !stopping || itv >= MIN_FINAL_INTERVAL.as_secs_f64() {
+        let first_sample = out.cpu.is_empty();
+        if !stopping || first_sample || itv >= MIN_FINAL_INTERVAL.as_secs_f64() {
             if let (Some(p), Some(c)) = (&prev.disk, &cur.disk) {
                 out.disk.push(iostat_between(p, c, itv, t));
             }
@@ -228,6 +231,18 @@ mod tests {
         let s2 = &data.cpu[1];
         assert!(s2.t_s >= 0.2 && s2.t_s < 0.45, "t_s {}", s2.t_s);
         assert!(data.cpu.windows(2).all(|w| w[1].t_s > w[0].t_s));
+    }
+
+    /// A run shorter than one interval (and than `MIN_FINAL_INTERVAL`) still
+    /// gets its one start..end sample: a loaded host once gave a 7 ms
+    /// command no CPU figures at all.
+    #[test]
+    fn a_run_shorter_than_any_interval_still_has_one_sample() {
+        let m = Monitor::start(None, Duration::from_secs(1)).unwrap();
+        let data = m.stop().unwrap();
+        assert_eq!(data.cpu.len(), 1, "{:?}", data.cpu);
+        assert!(data.cpu[0].t_s > 0.0 && data.cpu[0].t_s < 1.0, "{:?}", data.cpu);
+        assert_eq!(crate::monitor::cpu_metrics(&data.cpu).len(), 3);
     }
 
     #[test]

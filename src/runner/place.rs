@@ -66,6 +66,11 @@ impl KernelVms {
     pub fn prepare(exp: &Experiment) -> Result<KernelVms> {
         let mut kernels = HashMap::new();
         let cache = kernel_cache(exp);
+        // Said up front: a cold build can hold the first run back for most of an hour.
+        for (i, outlook) in crate::experiment::plan::kernel_builds(exp) {
+            let name = &exp.variants[i].name;
+            crate::output::diagnostic(&format!("fslab: the kernel of variant `{name}`: {}", outlook.describe()));
+        }
         let specs = exp.variants.iter().enumerate().filter_map(|(i, v)| v.kernel.as_ref().map(|k| (i, &k.source)));
         for i in kernel::resolve_order(specs) {
             let v = &exp.variants[i];

@@ -162,6 +162,38 @@ fn a_host_without_flex_and_bison_is_told_what_to_install() {
     assert!(t.contains("scripts/install-vm-tools"), "{t}");
 }
 
+/// Once the fixture's kernel is built (or found in the shared cache: this
+/// is the real cache state, nothing written by the test), `fslab kernel
+/// build` says so before it would begin, and a dry run's plan says
+/// "cached" for it, in text and JSON. (Cold and incremental outlooks, from
+/// recorded build files in a temp cache, are `kernel::outlook`'s unit test.)
+#[test]
+fn after_its_build_the_plan_says_the_kernel_is_cached() {
+    let Some(_) = source_5_10() else { return };
+    let fslab = |args: &[&str]| {
+        Command::new(common::fslab_bin()).args(args).env("FSLAB_KERNEL_CACHE", kernel_cache()).output().unwrap()
+    };
+    let file = fixture();
+    let file = file.to_str().unwrap();
+    let built = fslab(&["kernel", "build", file]);
+    assert_eq!(built.status.code(), Some(0), "{}", text(&built));
+    let again = fslab(&["kernel", "build", file]);
+    let said = String::from_utf8_lossy(&again.stderr);
+    assert!(said.contains("the kernel of variant `5.10-minimal`: cached: no build"), "{}", text(&again));
+    assert!(!said.contains("fslab: building kernel"), "{}", text(&again));
+
+    let plan = fslab(&["run", "--dry-run", file]);
+    assert_eq!(plan.status.code(), Some(0), "{}", text(&plan));
+    let shown = String::from_utf8_lossy(&plan.stdout);
+    assert!(shown.contains("(cached: no build)"), "{shown}");
+    let plan = fslab(&["run", "--dry-run", "--format", "json", file]);
+    let json: serde_json::Value =
+        serde_json::from_slice(&plan.stdout).unwrap_or_else(|e| panic!("{e}: {}", text(&plan)));
+    let builds = json["kernel_builds"].as_array().unwrap();
+    assert_eq!(builds.len(), 1, "{json:#}");
+    assert_eq!((&builds[0]["variant"], &builds[0]["build"]), (&"5.10-minimal".into(), &"cached".into()), "{json:#}");
+}
+
 /// The fixture's kernel, built once (or found in the shared cache), booted
 /// in a VM: the guest runs the built 5.10 with the set option, a workload
 /// runs on its testbed, and the experiment records how the kernel was built.

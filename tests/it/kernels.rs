@@ -23,6 +23,68 @@ fn text(out: &Output) -> String {
     format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
+/// What every VM test here sets up: the VM lock (one boot at a time), a
+/// work directory holding the experiment's `work/` and `results.db`, its
+/// experiment files, `fslab run` against them, the store they fill, and
+/// the wait for nothing left behind. A test states its file and checks.
+struct VmTest {
+    dir: tempfile::TempDir,
+    work: PathBuf,
+    db: PathBuf,
+    _one: std::sync::MutexGuard<'static, ()>,
+}
+
+impl VmTest {
+    fn new(tag: &str) -> VmTest {
+        let one = one_vm();
+        let dir = common::workdir(tag);
+        let (work, db) = (dir.path().join("work"), dir.path().join("results.db"));
+        VmTest { dir, work, db, _one: one }
+    }
+
+    /// Writes the experiment file `name`: `body` with `workdir` set to `work/`.
+    fn spec(&self, name: &str, body: &str) -> PathBuf {
+        common::write_spec(self.dir.path(), name, &format!("workdir = \"{}\"\n{body}", self.work.display()))
+    }
+
+    /// `fslab run SPEC --db results.db EXTRA…` with the tests' kernel cache, not started.
+    fn command(&self, spec: &Path, extra: &[&str]) -> Command {
+        let mut command = Command::new(common::fslab_bin());
+        command.arg("run").arg(spec).arg("--db").arg(&self.db).args(extra).env("FSLAB_KERNEL_CACHE", kernel_cache());
+        command
+    }
+
+    fn run(&self, spec: &Path, extra: &[&str]) -> Output {
+        self.command(spec, extra).output().unwrap()
+    }
+
+    fn db_arg(&self) -> &str {
+        self.db.to_str().unwrap()
+    }
+
+    fn store(&self) -> fslab::store::Store {
+        fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(self.db_arg())).unwrap()
+    }
+
+    /// The store and its newest experiment.
+    fn experiment(&self) -> (fslab::store::Store, i64) {
+        let store = self.store();
+        let id = store.list_experiments().unwrap().iter().map(|e| e.id).max().expect("an experiment");
+        (store, id)
+    }
+
+    /// Waits up to 10 s for no VM, testbed, FUSE mount or media server under
+    /// `work/`, then asserts it (`shown` explains a failure).
+    fn assert_gone(&self, shown: &str) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !(leftovers(&self.work).is_empty() && media_servers(&self.work).is_empty()) && Instant::now() < deadline {
+            sleep(Duration::from_millis(100));
+        }
+        assert_eq!(leftovers(&self.work), Vec::<String>::new(), "{shown}");
+        assert_eq!(media_servers(&self.work), Vec::<String>::new(), "{shown}");
+    }
+}
+
 /// QEMU/virtiofsd processes and testbed or session directories of the
 /// experiment in `work`.
 pub(crate) fn leftovers(work: &Path) -> Vec<String> {
@@ -49,20 +111,15 @@ pub(crate) fn leftovers(work: &Path) -> Vec<String> {
 fn two_kernels_an_a_a_pair_and_a_throttle_in_one_experiment() {
     let Some(deb61) = vm_prerequisites("6.1.") else { return };
     let Some(deb612) = vm_prerequisites("6.12.") else { return };
-    let _one = one_vm();
+    let t = VmTest::new("fslab-kernels");
     // Unpacked once into the shared cache the runs use too.
     let (k61, k612) = (resolve_deb(&deb61), resolve_deb(&deb612));
-    let dir = common::workdir("fslab-kernels");
-    let work = dir.path().join("work");
-    let db = dir.path().join("results.db");
-    let spec = common::write_spec(
-        dir.path(),
+    let spec = t.spec(
         "kernels.toml",
         &format!(
             r#"name = "kernels under test"
 repetitions = 3
 seed = 7
-workdir = "{work}"
 
 [defaults]
 fs = "ext4"
@@ -93,21 +150,19 @@ command = "dd if=/dev/zero of=data bs=1M count=12 oflag=direct status=none"
 # naming the device's busy time keeps wall time deciding too.
 decisive = ["disk/busy_s"]
 "#,
-            work = work.display(),
             deb61 = deb61.display(),
         ),
     );
     let started = Instant::now();
-    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let out = t.run(&spec, &[]);
     let run_text = text(&out);
     eprintln!("fslab run with 4 VMs took {:.0} s", started.elapsed().as_secs_f64());
     assert_eq!(out.status.code(), Some(0), "{run_text}");
     assert!(run_text.contains("12 runs ok, 0 failed"), "{run_text}");
-    assert_eq!(leftovers(&work), Vec::<String>::new(), "after a finished experiment");
+    assert_eq!(leftovers(&t.work), Vec::<String>::new(), "after a finished experiment");
 
     // Every run ran in a VM of its own variant's kernel.
-    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
-    let id = store.list_experiments().unwrap()[0].id;
+    let (store, id) = t.experiment();
     let places = store.variant_places(id).unwrap();
     for (variant, place) in &places {
         let want = if variant == "6.12" { &k612.release } else { &k61.release };
@@ -132,22 +187,14 @@ decisive = ["disk/busy_s"]
     assert_eq!(kernels["6.12"]["source"], "debian:6.12-cloud");
     assert!(kernels["6.1"]["package"].is_null(), "{}", kernels["6.1"]);
     assert_eq!(config("6.1"), config("6.1-again"));
-    let diff = fslab(&[
-        "kconfig",
-        "diff",
-        "--experiment",
-        &id.to_string(),
-        "--variants",
-        "6.1,6.12",
-        "--db",
-        db.to_str().unwrap(),
-    ]);
+    let diff =
+        fslab(&["kconfig", "diff", "--experiment", &id.to_string(), "--variants", "6.1,6.12", "--db", t.db_arg()]);
     assert!(diff.status.success(), "{}", text(&diff));
     assert!(String::from_utf8_lossy(&diff.stdout).contains(" → "), "{}", text(&diff));
 
     // Verdicts: the A/A pair decides nothing, the throttle is a regression.
     let compare = |baseline: &str| -> Vec<Value> {
-        let out = fslab(&["compare", "--db", db.to_str().unwrap(), "--baseline", baseline, "--format", "json"]);
+        let out = fslab(&["compare", "--db", t.db_arg(), "--baseline", baseline, "--format", "json"]);
         assert!(out.status.success(), "{}", text(&out));
         serde_json::from_slice(&out.stdout).unwrap()
     };
@@ -164,11 +211,11 @@ decisive = ["disk/busy_s"]
         let marks = rows[0]["place_marks"].as_array().cloned().unwrap_or_default();
         assert!(marks.iter().any(|m| m.as_str().unwrap().contains("emulated")), "{:#}", rows[0]);
     }
-    let text_out = fslab(&["compare", "--db", db.to_str().unwrap()]);
+    let text_out = fslab(&["compare", "--db", t.db_arg()]);
     let shown = text(&text_out);
     assert!(shown.contains("where the variants ran:") && shown.contains(&k612.release), "{shown}");
 
-    let md = fslab(&["report", "--db", db.to_str().unwrap(), "--format", "markdown", "-o", "-"]);
+    let md = fslab(&["report", "--db", t.db_arg(), "--format", "markdown", "-o", "-"]);
     assert!(String::from_utf8_lossy(&md.stdout).contains("Where the variants ran"), "{}", text(&md));
 }
 
@@ -178,38 +225,32 @@ decisive = ["disk/busy_s"]
 #[test]
 fn a_kernel_that_cannot_boot_fails_its_runs_clearly() {
     let Some(deb) = vm_prerequisites("6.1.") else { return };
-    let dir = common::workdir("fslab-kernels");
-    let work = dir.path().join("work");
-    let db = dir.path().join("results.db");
-    let garbage = dir.path().join("vmlinuz-garbage");
+    let t = VmTest::new("fslab-kernels");
+    let garbage = t.dir.path().join("vmlinuz-garbage");
     std::fs::write(&garbage, vec![0x5a; 64 << 10]).unwrap();
     let spec_text = |kernel: &str| {
         format!(
-            "name = \"bad kernel\"\nrepetitions = 2\nworkdir = \"{}\"\n\n[defaults]\nfs = \"ext4\"\nsize = \"64MiB\"\n\n\
+            "name = \"bad kernel\"\nrepetitions = 2\n\n[defaults]\nfs = \"ext4\"\nsize = \"64MiB\"\n\n\
              [[variant]]\nname = \"host\"\n\n[[variant]]\nname = \"broken\"\nkernel = {kernel}\n\n\
-             [[workload]]\nkind = \"command\"\ncommand = \"true\"\n",
-            work.display()
+             [[workload]]\nkind = \"command\"\ncommand = \"true\"\n"
         )
     };
-    let spec = common::write_spec(dir.path(), "garbage.toml", &spec_text(&format!("\"{}\"", garbage.display())));
-    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let spec = t.spec("garbage.toml", &spec_text(&format!("\"{}\"", garbage.display())));
+    let out = t.run(&spec, &[]);
     let shown = text(&out);
     assert_eq!(out.status.code(), Some(2), "{shown}");
     assert!(shown.contains("garbage.toml:14") && shown.contains("kernel"), "{shown}");
-    assert!(!db.exists() || !shown.contains("runs ok"), "{shown}");
+    assert!(!t.db.exists() || !shown.contains("runs ok"), "{shown}");
 
-    let _one = one_vm();
     // The image without its modules: virtiofs is a module, so the root cannot be mounted.
     let image = resolve_deb(&deb).image;
-    let spec =
-        common::write_spec(dir.path(), "panics.toml", &spec_text(&format!("{{ image = \"{}\" }}", image.display())));
+    let spec = t.spec("panics.toml", &spec_text(&format!("{{ image = \"{}\" }}", image.display())));
     let started = Instant::now();
-    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let out = t.run(&spec, &[]);
     let shown = text(&out);
     assert_eq!(out.status.code(), Some(1), "failed runs make a failed experiment: {shown}");
     assert!(started.elapsed() < Duration::from_secs(240), "a panic must not wait for boot timeouts");
-    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
-    let id = store.list_experiments().unwrap().iter().map(|e| e.id).max().unwrap();
+    let (store, id) = t.experiment();
     let runs = store.runs(id).unwrap();
     let broken: Vec<_> = runs.iter().filter(|r| r.variant == "broken").collect();
     assert_eq!(broken.len(), 2);
@@ -218,7 +259,7 @@ fn a_kernel_that_cannot_boot_fails_its_runs_clearly() {
     let second = broken[1].error.clone().unwrap_or_default();
     assert!(second.contains("did not boot earlier"), "{second}");
     assert!(runs.iter().filter(|r| r.variant == "host").all(|r| r.status == fslab::record::RunStatus::Ok));
-    assert_eq!(leftovers(&work), Vec::<String>::new());
+    assert_eq!(leftovers(&t.work), Vec::<String>::new());
 }
 
 /// SIGTERM while a kernel variant's VM boots: fslab stops promptly, says
@@ -226,31 +267,20 @@ fn a_kernel_that_cannot_boot_fails_its_runs_clearly() {
 #[test]
 fn sigterm_during_a_vm_experiment_leaves_nothing() {
     let Some(deb) = vm_prerequisites("6.1.") else { return };
-    let _one = one_vm();
+    let t = VmTest::new("fslab-kernels");
     resolve_deb(&deb);
-    let dir = common::workdir("fslab-kernels");
-    let work = dir.path().join("work");
-    let db = dir.path().join("results.db");
-    let spec = common::write_spec(
-        dir.path(),
+    let spec = t.spec(
         "interrupt.toml",
         &format!(
-            "name = \"interrupted\"\nrepetitions = 3\nworkdir = \"{}\"\n\n[defaults]\nfs = \"ext4\"\nsize = \"64MiB\"\n\
+            "name = \"interrupted\"\nrepetitions = 3\n\n[defaults]\nfs = \"ext4\"\nsize = \"64MiB\"\n\
              kernel = \"{}\"\n\n[[variant]]\nname = \"a\"\n\n[[variant]]\nname = \"b\"\n\n\
              [[workload]]\nkind = \"command\"\ncommand = \"true\"\n",
-            work.display(),
             deb.display()
         ),
     );
-    let mut child = Command::new(common::fslab_bin())
-        .args(["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()])
-        .env("FSLAB_KERNEL_CACHE", kernel_cache())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = t.command(&spec, &[]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let deadline = Instant::now() + Duration::from_secs(120);
-    while leftovers(&work).iter().all(|l| !l.contains("qemu-system")) {
+    while leftovers(&t.work).iter().all(|l| !l.contains("qemu-system")) {
         assert!(Instant::now() < deadline, "no VM started");
         if let Some(status) = child.try_wait().unwrap() {
             panic!("fslab ended ({status}) before its VM started: {}", text(&child.wait_with_output().unwrap()));
@@ -264,11 +294,7 @@ fn sigterm_during_a_vm_experiment_leaves_nothing() {
     assert!(stopped.elapsed() < Duration::from_secs(30), "took {:?} to stop: {shown}", stopped.elapsed());
     assert_eq!(out.status.code(), Some(143), "{shown}");
     assert!(shown.contains("interrupted"), "{shown}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !leftovers(&work).is_empty() && Instant::now() < deadline {
-        sleep(Duration::from_millis(100));
-    }
-    assert_eq!(leftovers(&work), Vec::<String>::new());
+    t.assert_gone(&shown);
 }
 
 /// Commit bisection through kernels: each commit of a throwaway repository
@@ -280,10 +306,9 @@ fn sigterm_during_a_vm_experiment_leaves_nothing() {
 fn bisect_commits_boots_the_kernel_each_commit_names() {
     let Some(deb61) = vm_prerequisites("6.1.") else { return };
     let Some(deb612) = vm_prerequisites("6.12.") else { return };
-    let _one = one_vm();
+    let t = VmTest::new("fslab-kernels");
     let (k61, k612) = (resolve_deb(&deb61), resolve_deb(&deb612));
-    let dir = common::workdir("fslab-kernels");
-    let root = dir.path();
+    let root = t.dir.path();
     let repo = root.join("repo");
     std::fs::create_dir_all(&repo).unwrap();
     std::fs::create_dir_all(root.join("trees")).unwrap();
@@ -306,24 +331,20 @@ fn bisect_commits_boots_the_kernel_each_commit_names() {
         git(&["commit", "-q", "-m", subject]);
     }
     let bad = git(&["rev-parse", "HEAD"]);
-    common::write_spec(
-        root,
+    let spec = t.spec(
         "bisect.toml",
-        &format!(
-            "name = \"kernel bisect\"\nrepetitions = 3\nworkdir = \"{work}\"\n\n[[variant]]\nname = \"k\"\nfs = \"ext4\"\n\
-             size = \"96MiB\"\nkernel = \"{{worktree}}/kernel.deb\"\nthrottle = {{ write_bps = \"4MiB\" }}\n\
-             vm = {{ cpus = 2, memory = \"1GiB\" }}\n\n[[workload]]\nkind = \"command\"\nname = \"w\"\n\
-             command = \"dd if=/dev/zero of=data bs=1M count=$(cat {{worktree}}/count) oflag=direct status=none\"\n",
-            work = root.join("work").display()
-        ),
+        "name = \"kernel bisect\"\nrepetitions = 3\n\n[[variant]]\nname = \"k\"\nfs = \"ext4\"\n\
+         size = \"96MiB\"\nkernel = \"{worktree}/kernel.deb\"\nthrottle = { write_bps = \"4MiB\" }\n\
+         vm = { cpus = 2, memory = \"1GiB\" }\n\n[[workload]]\nkind = \"command\"\nname = \"w\"\n\
+         command = \"dd if=/dev/zero of=data bs=1M count=$(cat {worktree}/count) oflag=direct status=none\"\n",
     );
     // What a kernel build leaves in the tree: here, a link to the package the commit names.
     let build = format!("ln -sf \"{}/$(cat kernel-package)\" kernel.deb", deb61.parent().unwrap().display());
     let out = Command::new(common::fslab_bin())
         .args(["bisect-commits", "--repo", repo.to_str().unwrap(), "--good", "HEAD~1", "--bad", "main"])
-        .args(["--experiment", root.join("bisect.toml").to_str().unwrap(), "--build", &build, "--json"])
+        .args(["--experiment", spec.to_str().unwrap(), "--build", &build, "--json"])
         .args(["--worktrees", root.join("trees").to_str().unwrap()])
-        .args(["--db", root.join("results.db").to_str().unwrap()])
+        .args(["--db", t.db_arg()])
         .env("FSLAB_KERNEL_CACHE", kernel_cache())
         .env_remove("FSLAB_DB")
         .output()
@@ -336,10 +357,7 @@ fn bisect_commits_boots_the_kernel_each_commit_names() {
     assert_eq!(report["ends"]["verdict"], "regressed", "{report:#}");
 
     // Each end ran in a VM of the kernel its commit named.
-    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(
-        root.join("results.db").to_str().unwrap(),
-    ))
-    .unwrap();
+    let store = t.store();
     let mut releases: Vec<String> = Vec::new();
     for e in store.list_experiments().unwrap() {
         for (_, place) in store.variant_places(e.id).unwrap() {
@@ -353,7 +371,7 @@ fn bisect_commits_boots_the_kernel_each_commit_names() {
     want.sort();
     assert_eq!(releases, want);
     assert_eq!(std::fs::read_dir(root.join("trees")).unwrap().count(), 0, "worktrees left behind");
-    assert_eq!(leftovers(&root.join("work")), Vec::<String>::new());
+    assert_eq!(leftovers(&t.work), Vec::<String>::new());
 }
 
 /// Under TCG every guest run also reports the guest instructions of its
@@ -377,17 +395,13 @@ fn a_planted_ten_percent_of_guest_work_is_regressed_and_a_a_is_not() {
         ));
         return;
     }
-    let _one = one_vm();
-    let dir = common::workdir("fslab-planted");
-    let work = dir.path().join("work");
-    let db = dir.path().join("results.db");
+    let t = VmTest::new("fslab-planted");
     let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/planted-cpu-work.toml");
-    let (db_arg, work_arg) = (db.to_str().unwrap(), work.to_str().unwrap());
-    let out = fslab(&["run", example.to_str().unwrap(), "--db", db_arg, "--workdir", work_arg]);
+    let out = t.run(&example, &["--workdir", t.work.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert_eq!(leftovers(&work), Vec::<String>::new());
+    assert_eq!(leftovers(&t.work), Vec::<String>::new());
 
-    let out = fslab(&["compare", "--db", db_arg, "--format", "json"]);
+    let out = fslab(&["compare", "--db", t.db_arg(), "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
     let row = |variant: &str| -> &Value {
@@ -474,18 +488,14 @@ fn media_servers(work: &Path) -> Vec<String> {
 #[test]
 fn a_media_model_serves_a_guests_disk_and_sigterm_leaves_nothing() {
     let Some(deb) = vm_prerequisites("6.1.") else { return };
-    let _one = one_vm();
+    let t = VmTest::new("fslab-kernels");
     resolve_deb(&deb);
-    let dir = common::workdir("fslab-kernels");
-    let work = dir.path().join("work");
-    let db = dir.path().join("results.db");
-    let spec = common::write_spec(
-        dir.path(),
+    let work = &t.work;
+    let spec = t.spec(
         "media-vm.toml",
         &format!(
             r#"name = "media in a vm"
 repetitions = 2
-workdir = "{work}"
 
 [defaults]
 fs = "ext4"
@@ -506,17 +516,10 @@ kind = "command"
 # SIGTERM to land in run 2.
 command = "dd if=/dev/zero of=data bs=1M count=4 oflag=direct status=none && sync && sleep 5"
 "#,
-            work = work.display(),
             deb = deb.display(),
         ),
     );
-    let mut child = Command::new(common::fslab_bin())
-        .args(["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()])
-        .env("FSLAB_KERNEL_CACHE", kernel_cache())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = t.command(&spec, &[]).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     // Progress lines go to stderr; "run 2/2" comes once run 1 is stored.
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel::<String>();
@@ -547,7 +550,7 @@ command = "dd if=/dev/zero of=data bs=1M count=4 oflag=direct status=none && syn
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     let served = mounts.lines().any(|l| l.contains(&*work.to_string_lossy()) && l.contains("fslab-media"));
     assert!(served, "no media server mounted under {}", work.display());
-    assert_eq!(media_servers(&work).len(), 1, "{:?}", media_servers(&work));
+    assert_eq!(media_servers(work).len(), 1, "{:?}", media_servers(work));
     let ours = |p: &fslab::vm::leftovers::LeftoverProcess| {
         p.cmdline.contains("qemu-system") && p.cmdline.contains(&*work.to_string_lossy())
     };
@@ -560,16 +563,10 @@ command = "dd if=/dev/zero of=data bs=1M count=4 oflag=direct status=none && syn
     let status = child.wait().unwrap();
     let shown = format!("{seen}{}", reader.join().unwrap());
     assert_eq!(status.code(), Some(143), "{shown}");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !(leftovers(&work).is_empty() && media_servers(&work).is_empty()) && Instant::now() < deadline {
-        sleep(Duration::from_millis(100));
-    }
-    assert_eq!(leftovers(&work), Vec::<String>::new(), "{shown}");
-    assert_eq!(media_servers(&work), Vec::<String>::new(), "{shown}");
+    t.assert_gone(&shown);
 
     // Run 1: the model's account of the guest run's measured part.
-    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
-    let id = store.list_experiments().unwrap()[0].id;
+    let (store, id) = t.experiment();
     let runs = store.runs(id).unwrap();
     let first = runs.iter().find(|r| r.status == fslab::record::RunStatus::Ok).expect("run 1 stored ok");
     let metric = |name: &str| first.metrics.iter().find(|m| m.name == name).map(|m| m.value);
@@ -615,22 +612,11 @@ fn agent_ready(work: &Path) -> bool {
 /// the served disk: QEMU up, the FUSE mount there, the agent ready, and a
 /// few seconds more (the workload sleeps for minutes). Its stderr is
 /// drained (and returned by the thread).
-fn start_measuring(
-    spec: &Path,
-    db: &Path,
-    work: &Path,
-    extra: &[&str],
-) -> (std::process::Child, std::thread::JoinHandle<String>) {
+fn start_measuring(t: &VmTest, spec: &Path, extra: &[&str]) -> (std::process::Child, std::thread::JoinHandle<String>) {
     use std::os::unix::process::CommandExt;
-    let mut child = Command::new(common::fslab_bin())
-        .args(["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()])
-        .args(extra)
-        .env("FSLAB_KERNEL_CACHE", kernel_cache())
-        .process_group(0)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let work = &t.work;
+    let mut child =
+        t.command(spec, extra).process_group(0).stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
     let stderr = child.stderr.take().unwrap();
     let reader = std::thread::spawn(move || std::io::read_to_string(stderr).unwrap_or_default());
     let deadline = Instant::now() + Duration::from_secs(400);
@@ -661,32 +647,19 @@ fn start_measuring(
 #[test]
 fn a_vm_run_with_a_media_model_ctrl_c_leaves_nothing_and_sigkill_is_cleaned_up() {
     let Some(deb) = vm_prerequisites("6.1.") else { return };
-    let _one = one_vm();
+    let t = VmTest::new("fslab-kernels");
     resolve_deb(&deb);
-    let dir = common::workdir("fslab-kernels");
-    let work = dir.path().join("work");
-    let db = dir.path().join("results.db");
-    let spec = common::write_spec(
-        dir.path(),
+    let spec = t.spec(
         "media-kill.toml",
         &format!(
-            "name = \"media killed\"\nrepetitions = 1\nworkdir = \"{}\"\n\n[defaults]\nfs = \"ext4\"\nsize = \"64MiB\"\n\
+            "name = \"media killed\"\nrepetitions = 1\n\n[defaults]\nfs = \"ext4\"\nsize = \"64MiB\"\n\
              kernel = \"{}\"\nvm = {{ cpus = 2, memory = \"1GiB\" }}\ndevice = {{ model = \"sdcard\" }}\n\n\
              [[variant]]\nname = \"a\"\n\n[[workload]]\nkind = \"command\"\ncommand = \"sleep 120\"\n",
-            work.display(),
             deb.display()
         ),
     );
-    let gone = |what: &str| {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !(leftovers(&work).is_empty() && media_servers(&work).is_empty()) && Instant::now() < deadline {
-            sleep(Duration::from_millis(100));
-        }
-        assert_eq!(leftovers(&work), Vec::<String>::new(), "{what}");
-        assert_eq!(media_servers(&work), Vec::<String>::new(), "{what}");
-    };
 
-    let (mut child, reader) = start_measuring(&spec, &db, &work, &[]);
+    let (mut child, reader) = start_measuring(&t, &spec, &[]);
     let group = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::killpg(group, nix::sys::signal::Signal::SIGINT).unwrap();
     let stopped = Instant::now();
@@ -694,19 +667,19 @@ fn a_vm_run_with_a_media_model_ctrl_c_leaves_nothing_and_sigkill_is_cleaned_up()
     let shown = reader.join().unwrap();
     assert!(stopped.elapsed() < Duration::from_secs(30), "took {:?} to stop: {shown}", stopped.elapsed());
     assert_eq!(status.code(), Some(130), "{shown}");
-    gone(&shown);
+    t.assert_gone(&shown);
 
-    let (mut child, reader) = start_measuring(&spec, &db, &work, &["--resume"]);
+    let (mut child, reader) = start_measuring(&t, &spec, &["--resume"]);
     child.kill().unwrap(); // SIGKILL, fslab alone
     let _ = child.wait();
     let shown = reader.join().unwrap();
-    let left = leftovers(&work);
+    let left = leftovers(&t.work);
     assert!(left.iter().any(|l| l.contains("qemu-system")), "SIGKILL leaves QEMU running: {left:?} {shown}");
     assert!(left.iter().any(|l| l.contains(" - fuse fslab-media ")), "SIGKILL leaves the FUSE mount: {left:?}");
-    assert_eq!(media_servers(&work).len(), 1, "SIGKILL leaves the media server: {:?}", media_servers(&work));
-    let out = fslab(&["cleanup", "--workdir", work.to_str().unwrap()]);
+    assert_eq!(media_servers(&t.work).len(), 1, "SIGKILL leaves the media server: {:?}", media_servers(&t.work));
+    let out = fslab(&["cleanup", "--workdir", t.work.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out));
-    gone(&text(&out));
+    t.assert_gone(&text(&out));
 }
 
 /// A read-only image is packed once, on the host, for a host variant and a
@@ -716,17 +689,12 @@ fn a_vm_run_with_a_media_model_ctrl_c_leaves_nothing_and_sigkill_is_cleaned_up()
 #[test]
 fn a_read_only_image_is_packed_once_for_host_and_guest() {
     let Some(deb61) = vm_prerequisites("6.1.") else { return };
-    let _one = one_vm();
-    let dir = common::workdir("fslab-kernels-image");
-    let work = dir.path().join("work");
-    let db = dir.path().join("results.db");
-    let spec = common::write_spec(
-        dir.path(),
+    let t = VmTest::new("fslab-kernels-image");
+    let spec = t.spec(
         "image.toml",
         &format!(
             r#"name = "one image for host and guest"
 repetitions = 2
-workdir = "{work}"
 
 [defaults]
 fs = "squashfs"
@@ -746,15 +714,14 @@ files = 40
 scale = 0.05
 readers = [2]
 "#,
-            work = work.display(),
             deb61 = deb61.display(),
         ),
     );
-    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db.to_str().unwrap()]);
+    let out = t.run(&spec, &[]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    assert_eq!(leftovers(&work), Vec::<String>::new());
+    assert_eq!(leftovers(&t.work), Vec::<String>::new());
 
-    let images = fslab::testbed::image::cache_dir(&work.join("cache"));
+    let images = fslab::testbed::image::cache_dir(&t.work.join("cache"));
     let cached: Vec<PathBuf> = std::fs::read_dir(&images)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -763,8 +730,7 @@ readers = [2]
     assert_eq!(cached.len(), 1, "one image for both variants: {cached:?}");
     let sha = fslab::testbed::image::file_sha256(&cached[0]).unwrap();
 
-    let store = fslab::store::Store::open_existing(&fslab::store::StoreLocation::parse(db.to_str().unwrap())).unwrap();
-    let id = store.list_experiments().unwrap()[0].id;
+    let (store, id) = t.experiment();
     let runs = store.runs(id).unwrap();
     assert_eq!(runs.len(), 4);
     let mut packed = 0;

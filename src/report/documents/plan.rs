@@ -53,9 +53,21 @@ pub struct DryRun {
     pub device: Option<std::path::PathBuf>,
     /// `--shard`: which runs of the campaign this machine takes.
     pub shard: Option<String>,
+    /// Each built-kernel variant's build: cached, incremental or cold, with
+    /// the figures this machine recorded.
+    pub kernel_builds: Vec<PlannedBuild>,
     /// The plan as the text shows it (variants, kernels, workloads, order).
     #[serde(skip)]
     pub described: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PlannedBuild {
+    pub variant: String,
+    #[serde(flatten)]
+    pub outlook: crate::kernel::outlook::BuildOutlook,
+    /// The outlook as the text says it.
+    pub said: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -79,6 +91,7 @@ impl DryRun {
                 workload: exp.workloads[r.workload].label.clone(),
             })
             .collect();
+        let builds = crate::experiment::plan::kernel_builds(exp);
         DryRun {
             experiment: exp.name.clone(),
             workdir: exp.workdir.clone(),
@@ -89,7 +102,15 @@ impl DryRun {
             runs,
             device: None,
             shard: None,
-            described: crate::experiment::plan::describe(exp),
+            described: crate::experiment::plan::describe(exp, &builds),
+            kernel_builds: builds
+                .into_iter()
+                .map(|(i, outlook)| PlannedBuild {
+                    variant: exp.variants[i].name.clone(),
+                    said: outlook.describe(),
+                    outlook,
+                })
+                .collect(),
         }
     }
 }
