@@ -70,7 +70,7 @@ impl ExperimentSnapshot {
         machines.dedup();
         Ok(ExperimentSnapshot {
             id,
-            tags: store.experiment_meta(id)?.tags,
+            tags: e.tags,
             series: store.metric_series(id)?,
             name: e.name,
             created_at: e.created_at,
