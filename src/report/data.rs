@@ -7,7 +7,7 @@ use super::summary::Headline;
 use crate::analysis::{assign_roles, compare_config_from_spec, compare_series, emulated_variants, ComparisonRow};
 use crate::experiment::WorkloadConfig;
 use crate::monitor::MonitorData;
-use crate::store::{StoredExperiment, MetricSeries, Store, StoredRun};
+use crate::store::{MetricSeries, Store, StoredExperiment, StoredRun};
 
 /// The verdict rows of one experiment, with the settings that produced them.
 #[derive(Clone, Debug)]

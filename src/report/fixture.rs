@@ -11,7 +11,7 @@ use crate::analysis::{compare_series, ComparisonRow};
 use crate::metric::Metric;
 use crate::record::RunStatus;
 use crate::stats::CompareConfig;
-use crate::store::{StoredExperiment, MetricSeries, StoredRun, VariantRow, WorkloadRow};
+use crate::store::{MetricSeries, StoredExperiment, StoredRun, VariantRow, WorkloadRow};
 
 pub const BASELINE: &str = "optimize_scan=0";
 pub const VARIANTS: [&str; 3] = [BASELINE, "optimize_scan=1", "tuned|<b>"];
