@@ -26,7 +26,7 @@ use crate::experiment::WorkloadConfig;
 use crate::inspect::machine::Machine;
 use crate::stats::changepoint::{detect, ChangePoint, ChangePointConfig};
 use crate::stats::history::HistoryPoint;
-use crate::store::{MetricSeries, Store, StoredExperiment, StoredRun, VariantRow, WorkloadRow};
+use crate::store::{MetricSeries, Store, StoredExperiment, StoredRun};
 
 /// One stored experiment, read once, with what comparing it across
 /// experiments needs.
@@ -431,7 +431,7 @@ mod tests {
     use super::*;
     use crate::metric::Metric;
     use crate::record::{RunRecord, RunStatus};
-    use crate::store::NewExperiment;
+    use crate::store::{NewExperiment, VariantRow, WorkloadRow};
 
     /// An experiment with variant config `variant` and runs of `values`.
     fn experiment(store: &mut Store, variant: &str, workload: &str, values: &[f64]) -> i64 {
