@@ -51,7 +51,7 @@ pub fn check_cmd(args: CheckArgs) -> Result<ExitCode> {
         Some(id) => id,
         None => all
             .last()
-            .map(|s| s.id)
+            .map(|s| s.experiment.id)
             .ok_or_else(|| exit::usage(anyhow::anyhow!("{} holds no finished experiments", args.db.db)))?,
     };
     let cfg = GateConfig { alpha: args.alpha, theta: args.theta / 100.0, ..GateConfig::default() };

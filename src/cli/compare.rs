@@ -121,7 +121,7 @@ fn compare_experiments(store: &Store, args: &CompareArgs, format: Format) -> Res
     let mut runs = Vec::new();
     for (g, members) in &groups {
         for s in members {
-            runs.extend(fslab::history::relabel_runs(store.runs(s.id)?, &result.variant, &g.label));
+            runs.extend(fslab::history::relabel_runs(store.runs(s.experiment.id)?, &result.variant, &g.label));
         }
     }
     let name = format!(
@@ -133,7 +133,7 @@ fn compare_experiments(store: &Store, args: &CompareArgs, format: Format) -> Res
     let mut places = fslab::report::places::Places::default();
     for (g, members) in &groups {
         for s in members {
-            for (variant, place) in store.variant_places(s.id)? {
+            for (variant, place) in store.variant_places(s.experiment.id)? {
                 let column = places.variants.entry(g.label.clone()).or_default();
                 if variant == result.variant && !column.contains(&place) {
                     column.push(place);
@@ -142,7 +142,7 @@ fn compare_experiments(store: &Store, args: &CompareArgs, format: Format) -> Res
         }
     }
     let report = CompareReport {
-        experiment_id: first.id,
+        experiment_id: first.experiment.id,
         experiment_name: &name,
         comparison: &result.data,
         runs: &runs,

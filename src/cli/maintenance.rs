@@ -9,7 +9,7 @@ use clap::Args;
 use super::{offer, DbArg, FormatArgs};
 use fslab::cleanup::cleanup as cleanup_stale;
 use fslab::output;
-use fslab::report::documents::experiments::{ExperimentList, ListedExperiment};
+use fslab::report::documents::experiments::ExperimentList;
 use fslab::report::{render, Format};
 use fslab::testbed::workdirs;
 
@@ -52,12 +52,8 @@ pub struct ListArgs {
 pub fn list(args: ListArgs) -> Result<ExitCode> {
     let store = args.db.open_existing()?;
     // The store reports a `running` experiment whose fslab is gone as interrupted.
-    let list = store
-        .list_experiments()?
-        .into_iter()
-        .map(|summary| Ok(ListedExperiment { meta: store.experiment_meta(summary.id)?, summary }))
-        .collect::<Result<_>>()?;
-    output::print(&render(args.format.chosen(), &ExperimentList(list))?)?;
+    let list = ExperimentList(store.list_experiments()?);
+    output::print(&render(args.format.chosen(), &list)?)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -30,7 +30,8 @@ pub use crate::workload::WorkloadParams;
 
 pub use crate::testbed::DEFAULT_WORKDIR;
 
-/// A validated experiment, ready to plan and run.
+/// A parsed and validated experiment file, ready to plan and run: not what
+/// the store reads back (that is a [`StoredExperiment`](crate::store::StoredExperiment)).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Experiment {
     pub name: String,

@@ -28,7 +28,7 @@ pub struct Group {
 
 impl Group {
     fn of(label: String, s: &ExperimentSnapshot) -> Group {
-        Group { label, experiments: vec![s.id], interrupted: Vec::new() }.with(s)
+        Group { label, experiments: vec![s.experiment.id], interrupted: Vec::new() }.with(s)
     }
 
     fn with(mut self, s: &ExperimentSnapshot) -> Group {
@@ -37,11 +37,11 @@ impl Group {
     }
 
     fn add(&mut self, s: &ExperimentSnapshot) {
-        if !self.experiments.contains(&s.id) {
-            self.experiments.push(s.id);
+        if !self.experiments.contains(&s.experiment.id) {
+            self.experiments.push(s.experiment.id);
         }
-        if s.status == ExperimentStatus::Interrupted {
-            self.interrupted.push(s.id);
+        if s.experiment.status == ExperimentStatus::Interrupted {
+            self.interrupted.push(s.experiment.id);
         }
     }
 }
@@ -76,7 +76,7 @@ pub type Members<'a> = (Group, Vec<&'a ExperimentSnapshot>);
 
 /// Groups of `--experiments` (one experiment each, in the order given).
 pub fn by_experiment(snaps: &[ExperimentSnapshot]) -> Vec<Members<'_>> {
-    snaps.iter().map(|s| (Group::of(format!("#{}", s.id), s), vec![s])).collect()
+    snaps.iter().map(|s| (Group::of(format!("#{}", s.experiment.id), s), vec![s])).collect()
 }
 
 /// Groups of `--by TAG`: every experiment of `all` with `anchor`'s spec
@@ -91,7 +91,7 @@ pub fn by_tag<'a>(
 ) -> Result<(Vec<Members<'a>>, usize)> {
     let mut groups: Vec<(Group, Vec<&ExperimentSnapshot>)> = Vec::new();
     let mut untagged = 0;
-    for s in all.iter().filter(|s| s.spec_hash == anchor.spec_hash) {
+    for s in all.iter().filter(|s| s.experiment.spec_hash == anchor.experiment.spec_hash) {
         let Some(value) = s.tag(tag).first().map(|v| v.to_string()) else {
             untagged += 1;
             continue;
@@ -111,7 +111,7 @@ pub fn by_tag<'a>(
             let have: Vec<&str> = groups.iter().map(|(g, _)| g.label.as_str()).collect();
             bail!(
                 "no experiment with experiment {}'s spec is tagged {label} (there are: {})",
-                anchor.id,
+                anchor.experiment.id,
                 have.join(", ")
             );
         };
@@ -121,7 +121,7 @@ pub fn by_tag<'a>(
     if groups.len() < 2 {
         bail!(
             "`--by {tag}` needs two values of `{tag}` among the experiments with experiment {}'s spec; found {}",
-            anchor.id,
+            anchor.experiment.id,
             groups.len()
         );
     }
@@ -142,10 +142,10 @@ pub fn compare_across(
     for (_, members) in groups {
         for s in members {
             if !s.has_variant(&variant) {
-                let names: Vec<&str> = s.variants.iter().map(|v| v.name.as_str()).collect();
+                let names: Vec<&str> = s.experiment.variants.iter().map(|v| v.name.as_str()).collect();
                 bail!(
                     "experiment {} has no variant `{variant}` (it has: {}); choose one with --variant",
-                    s.id,
+                    s.experiment.id,
                     names.join(", ")
                 );
             }
@@ -154,19 +154,20 @@ pub fn compare_across(
     let mut mixed = Vec::new();
     let mut refused: Vec<(i64, Difference)> = Vec::new();
     for (_, members) in groups {
-        for s in members.iter().filter(|s| s.id != first.id) {
+        for s in members.iter().filter(|s| s.experiment.id != first.experiment.id) {
             for d in differences(first, s, &variant, &[]) {
                 let allowed = mixing.allow_mixed || (d.kind == DiffKind::Machine && mixing.across_machines);
                 if allowed {
-                    mixed.push(format!("#{} vs #{}: {d}", s.id, first.id));
+                    mixed.push(format!("#{} vs #{}: {d}", s.experiment.id, first.experiment.id));
                 } else {
-                    refused.push((s.id, d));
+                    refused.push((s.experiment.id, d));
                 }
             }
         }
     }
     if !refused.is_empty() {
-        let lines: Vec<String> = refused.iter().map(|(id, d)| format!("  #{id} vs #{}: {d}", first.id)).collect();
+        let lines: Vec<String> =
+            refused.iter().map(|(id, d)| format!("  #{id} vs #{}: {d}", first.experiment.id)).collect();
         let machines = refused.iter().any(|(_, d)| d.kind == DiffKind::Machine);
         let specs = refused.iter().any(|(_, d)| d.kind != DiffKind::Machine);
         let hint = match (machines, specs) {

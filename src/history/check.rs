@@ -65,13 +65,13 @@ pub fn check(
     allow_mixed: bool,
     cfg: &GateConfig,
 ) -> Result<Check> {
-    let Some(n) = all.iter().find(|s| s.id == newest) else {
+    let Some(n) = all.iter().find(|s| s.experiment.id == newest) else {
         bail!("no finished experiment {newest} in the store");
     };
-    let several = n.variants.len() > 1;
+    let several = n.experiment.variants.len() > 1;
     // (name, workload, metric, variant, higher is better, decisive, values)
     let mut metrics = Vec::new();
-    for v in &n.variants {
+    for v in &n.experiment.variants {
         for s in n.series.iter().filter(|s| s.variant == v.name) {
             let name = if several {
                 format!("{}/{} [{}]", s.workload, s.metric, v.name)
@@ -117,7 +117,7 @@ pub fn check(
             check_history(&items, cfg)
         }
         Against::Experiment(id) => {
-            let Some(base) = all.iter().find(|s| s.id == id) else {
+            let Some(base) = all.iter().find(|s| s.experiment.id == id) else {
                 bail!("no finished experiment {id} in the store to check against");
             };
             let mut items = Vec::new();
@@ -148,7 +148,7 @@ pub fn check(
     mixed.dedup();
     Ok(Check {
         experiment: newest,
-        status: n.status,
+        status: n.experiment.status,
         against,
         outcome: report.outcome().as_str().to_string(),
         exit_status: report.exit_status(),

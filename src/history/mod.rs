@@ -26,25 +26,19 @@ use crate::experiment::WorkloadConfig;
 use crate::inspect::machine::Machine;
 use crate::stats::changepoint::{detect, ChangePoint, ChangePointConfig};
 use crate::stats::history::HistoryPoint;
-use crate::store::{MetricSeries, Store, StoredRun, VariantRow, WorkloadRow};
+use crate::store::{MetricSeries, Store, StoredExperiment, StoredRun};
 
-/// One stored experiment, read once.
+/// One stored experiment, read once, with what comparing it across
+/// experiments needs.
 #[derive(Clone, Debug)]
 pub struct ExperimentSnapshot {
-    pub id: i64,
-    pub name: String,
-    pub created_at: String,
-    pub status: ExperimentStatus,
-    pub spec_hash: String,
+    pub experiment: StoredExperiment,
     /// The experiment's baseline variant (the plan's, else the first).
     pub baseline: String,
     pub alpha: Option<f64>,
     pub theta: Option<f64>,
-    pub tags: Vec<(String, String)>,
     /// `(hardware hash, description)` of each machine its runs ran on.
     pub machines: Vec<(String, String)>,
-    pub variants: Vec<VariantRow>,
-    pub workloads: Vec<WorkloadRow>,
     pub series: Vec<MetricSeries>,
     /// Parsed workload configs (for which metrics are decisive).
     configs: Vec<WorkloadConfig>,
@@ -52,15 +46,20 @@ pub struct ExperimentSnapshot {
 
 impl ExperimentSnapshot {
     pub fn load(store: &Store, id: i64) -> Result<ExperimentSnapshot> {
-        let e = store.experiment(id)?;
-        let spec = &e.plan.experiment;
+        let experiment = store.experiment(id)?;
+        let spec = &experiment.plan.experiment;
         let configs = match crate::experiment::stored_workloads(spec) {
             Some(w) => w,
-            None => crate::experiment::parse(&e.spec_text, e.spec_path.as_deref().map(std::path::Path::new))
-                .map(|x| x.workloads)
-                .unwrap_or_default(),
+            None => crate::experiment::parse(
+                &experiment.spec_text,
+                experiment.spec_path.as_deref().map(std::path::Path::new),
+            )
+            .map(|x| x.workloads)
+            .unwrap_or_default(),
         };
-        let baseline = spec.baseline.clone().or_else(|| e.variants.first().map(|v| v.name.clone())).unwrap_or_default();
+        let baseline =
+            spec.baseline.clone().or_else(|| experiment.variants.first().map(|v| v.name.clone())).unwrap_or_default();
+        let (alpha, theta) = (spec.alpha, spec.theta);
         let mut machines: Vec<(String, String)> = store
             .machines(id)?
             .into_iter()
@@ -69,19 +68,12 @@ impl ExperimentSnapshot {
         machines.sort();
         machines.dedup();
         Ok(ExperimentSnapshot {
-            id,
-            tags: store.experiment_meta(id)?.tags,
             series: store.metric_series(id)?,
-            name: e.name,
-            created_at: e.created_at,
-            status: e.status,
-            spec_hash: e.spec_hash,
+            experiment,
             baseline,
-            alpha: spec.alpha,
-            theta: spec.theta,
+            alpha,
+            theta,
             machines,
-            variants: e.variants,
-            workloads: e.workloads,
             configs,
         })
     }
@@ -113,15 +105,15 @@ impl ExperimentSnapshot {
 
     /// The values of a tag key, in order.
     pub fn tag(&self, key: &str) -> Vec<&str> {
-        self.tags.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
+        self.experiment.tags.iter().filter(|(k, _)| k == key).map(|(_, v)| v.as_str()).collect()
     }
 
     pub fn has_variant(&self, name: &str) -> bool {
-        self.variants.iter().any(|v| v.name == name)
+        self.experiment.variants.iter().any(|v| v.name == name)
     }
 
     pub fn has_workload(&self, label: &str) -> bool {
-        self.workloads.iter().any(|w| w.label == label)
+        self.experiment.workloads.iter().any(|w| w.label == label)
     }
 }
 
@@ -178,15 +170,19 @@ pub fn differences(
         let names = |s: &ExperimentSnapshot| s.machines.iter().map(|m| m.1.clone()).collect::<Vec<_>>().join(" + ");
         out.push(Difference { kind: DiffKind::Machine, key: "machine".into(), left: names(a), right: names(b) });
     }
-    let labels: Vec<&str> =
-        if workloads.is_empty() { a.workloads.iter().map(|w| w.label.as_str()).collect() } else { workloads.to_vec() };
+    let labels: Vec<&str> = if workloads.is_empty() {
+        a.experiment.workloads.iter().map(|w| w.label.as_str()).collect()
+    } else {
+        workloads.to_vec()
+    };
     for label in labels {
-        let find =
-            |s: &ExperimentSnapshot| s.workloads.iter().find(|w| w.label == label).map(|w| parse(&w.config_json));
+        let find = |s: &ExperimentSnapshot| {
+            s.experiment.workloads.iter().find(|w| w.label == label).map(|w| parse(&w.config_json))
+        };
         config_diff(DiffKind::Workload, &format!("workload {label}"), find(a), find(b), &mut out);
     }
     let find = |s: &ExperimentSnapshot| {
-        s.variants.iter().find(|v| v.name == variant).map(|v| {
+        s.experiment.variants.iter().find(|v| v.name == variant).map(|v| {
             let mut c = parse(&v.config_json);
             // The kernel is what a cross-experiment comparison compares.
             if let Some(o) = c.as_object_mut() {
@@ -307,7 +303,7 @@ pub fn history(experiments: &[ExperimentSnapshot], q: &HistoryQuery) -> Result<H
     let (w, m) = (q.workload.as_str(), q.metric.as_str());
     let has_metric = |s: &ExperimentSnapshot| s.series.iter().any(|x| x.workload == w && x.metric == m);
     let reference = match q.reference {
-        Some(id) => match experiments.iter().find(|s| s.id == id) {
+        Some(id) => match experiments.iter().find(|s| s.experiment.id == id) {
             Some(s) => s,
             None => bail!("experiment {id} is not in the store (or is still running)"),
         },
@@ -318,14 +314,14 @@ pub fn history(experiments: &[ExperimentSnapshot], q: &HistoryQuery) -> Result<H
     };
     let variant = q.variant.clone().unwrap_or_else(|| reference.baseline.clone());
     let Some(ref_series) = reference.values(w, m, &variant) else {
-        bail!("experiment {} has no values of {w}/{m} for variant `{variant}`", reference.id);
+        bail!("experiment {} has no values of {w}/{m} for variant `{variant}`", reference.experiment.id);
     };
     let (unit, hib) = (ref_series.unit.clone(), ref_series.higher_is_better);
 
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut kept: Vec<(&ExperimentSnapshot, Vec<String>)> = Vec::new();
-    for s in experiments.iter().filter(|s| s.id <= reference.id) {
-        if q.exclude_reference && s.id == reference.id {
+    for s in experiments.iter().filter(|s| s.experiment.id <= reference.experiment.id) {
+        if q.exclude_reference && s.experiment.id == reference.experiment.id {
             continue;
         }
         let Some(series) = s.values(w, m, &variant) else { continue };
@@ -348,13 +344,14 @@ pub fn history(experiments: &[ExperimentSnapshot], q: &HistoryQuery) -> Result<H
     let mut points: Vec<SeriesPoint> = Vec::new();
     for (s, mixed) in kept {
         let values = s.values(w, m, &variant).map(|x| x.values.clone()).unwrap_or_default();
-        let tags: BTreeMap<String, String> = s.tags.iter().cloned().collect();
-        let interrupted: Vec<i64> = (s.status == ExperimentStatus::Interrupted).then_some(s.id).into_iter().collect();
+        let tags: BTreeMap<String, String> = s.experiment.tags.iter().cloned().collect();
+        let interrupted: Vec<i64> =
+            (s.experiment.status == ExperimentStatus::Interrupted).then_some(s.experiment.id).into_iter().collect();
         match &q.by {
             None => points.push(SeriesPoint {
-                experiment_id: s.id,
-                experiments: vec![s.id],
-                created_at: s.created_at.clone(),
+                experiment_id: s.experiment.id,
+                experiments: vec![s.experiment.id],
+                created_at: s.experiment.created_at.clone(),
                 label: None,
                 tags,
                 point: HistoryPoint::from_values(&values, hib),
@@ -369,16 +366,16 @@ pub fn history(experiments: &[ExperimentSnapshot], q: &HistoryQuery) -> Result<H
                 };
                 match points.iter_mut().find(|p| p.label.as_deref() == Some(value.as_str())) {
                     Some(p) => {
-                        p.experiments.push(s.id);
+                        p.experiments.push(s.experiment.id);
                         p.values.extend(values);
                         p.point = HistoryPoint::from_values(&p.values, hib);
                         p.mixed.extend(mixed);
                         p.interrupted.extend(interrupted);
                     }
                     None => points.push(SeriesPoint {
-                        experiment_id: s.id,
-                        experiments: vec![s.id],
-                        created_at: s.created_at.clone(),
+                        experiment_id: s.experiment.id,
+                        experiments: vec![s.experiment.id],
+                        created_at: s.experiment.created_at.clone(),
                         label: Some(value),
                         tags,
                         point: HistoryPoint::from_values(&values, hib),
@@ -401,7 +398,7 @@ pub fn history(experiments: &[ExperimentSnapshot], q: &HistoryQuery) -> Result<H
         variant,
         unit,
         higher_is_better: hib,
-        reference: reference.id,
+        reference: reference.experiment.id,
         by: q.by.clone(),
         config,
         points,
@@ -434,7 +431,7 @@ mod tests {
     use super::*;
     use crate::metric::Metric;
     use crate::record::{RunRecord, RunStatus};
-    use crate::store::NewExperiment;
+    use crate::store::{NewExperiment, VariantRow, WorkloadRow};
 
     /// An experiment with variant config `variant` and runs of `values`.
     fn experiment(store: &mut Store, variant: &str, workload: &str, values: &[f64]) -> i64 {

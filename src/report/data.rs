@@ -7,7 +7,7 @@ use super::summary::Headline;
 use crate::analysis::{assign_roles, compare_config_from_spec, compare_series, emulated_variants, ComparisonRow};
 use crate::experiment::WorkloadConfig;
 use crate::monitor::MonitorData;
-use crate::store::{ExperimentRow, MetricSeries, Store, StoredRun};
+use crate::store::{MetricSeries, Store, StoredExperiment, StoredRun};
 
 /// The verdict rows of one experiment, with the settings that produced them.
 #[derive(Clone, Debug)]
@@ -40,7 +40,7 @@ impl ComparisonData {
 /// The workloads of an experiment as it ran: from the stored plan (older
 /// stores: the experiment file's text); empty when neither can be read
 /// (then every workload metric decides, and no evidence).
-pub fn experiment_workloads(experiment: &ExperimentRow) -> Vec<WorkloadConfig> {
+pub fn experiment_workloads(experiment: &StoredExperiment) -> Vec<WorkloadConfig> {
     match crate::experiment::stored_workloads(&experiment.plan.experiment) {
         Some(w) => w,
         None => {
@@ -60,7 +60,7 @@ pub fn comparison_for(store: &Store, id: i64, baseline: Option<&str>, theta: Opt
 
 fn comparison_of(
     store: &Store,
-    experiment: &ExperimentRow,
+    experiment: &StoredExperiment,
     baseline: Option<&str>,
     theta: Option<f64>,
 ) -> Result<ComparisonData> {
@@ -98,7 +98,7 @@ pub struct RunData {
 #[derive(Clone, Debug)]
 pub struct ReportData {
     /// With its stored plan and environment.
-    pub experiment: ExperimentRow,
+    pub experiment: StoredExperiment,
     pub comparison: ComparisonData,
     pub series: Vec<MetricSeries>,
     pub runs: Vec<RunData>,

@@ -11,7 +11,7 @@ use crate::analysis::{compare_series, ComparisonRow};
 use crate::metric::Metric;
 use crate::record::RunStatus;
 use crate::stats::CompareConfig;
-use crate::store::{ExperimentRow, MetricSeries, StoredRun, VariantRow, WorkloadRow};
+use crate::store::{MetricSeries, StoredExperiment, StoredRun, VariantRow, WorkloadRow};
 
 pub const BASELINE: &str = "optimize_scan=0";
 pub const VARIANTS: [&str; 3] = [BASELINE, "optimize_scan=1", "tuned|<b>"];
@@ -113,7 +113,7 @@ fn build(specs: Vec<Spec>, failures: &[(&str, &str, &str)]) -> ReportData {
         "doctor": {"hostile": ["[high] cpu-frequency-scaling: the CPU governor is powersave"]},
     });
     ReportData {
-        experiment: ExperimentRow {
+        experiment: StoredExperiment {
             id: 7,
             name: "sdcard <untar> & shell1".into(),
             created_at: "2024-01-02T03:04:05Z".into(),
@@ -123,6 +123,10 @@ fn build(specs: Vec<Spec>, failures: &[(&str, &str, &str)]) -> ReportData {
             spec_text: "name = \"sdcard\"\n".into(),
             spec_hash: "0".into(),
             seed: 1,
+            uuid: String::new(),
+            campaign: None,
+            shard_count: None,
+            tags: vec![],
             plan: serde_json::from_value(plan).expect("fixture plan"),
             environment: serde_json::from_value(environment).expect("fixture environment"),
             variants: VARIANTS

@@ -150,7 +150,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     let running = owner::register(store, experiment_id, &exp.workdir);
     running.sharing().iter().for_each(|line| observer.message(&format!("warning: {line}")));
     // Runs a database outage left in the spool are stored before any is measured.
-    let experiment_uuid = store.experiment_meta(experiment_id)?.uuid;
+    let experiment_uuid = store.experiment(experiment_id)?.uuid;
     for line in store.store_spooled(&exp.workdir, experiment_id, &experiment_uuid)? {
         observer.message(&line);
     }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use super::columns::{from_row, insert_one};
 use super::machines::machine_id;
 use super::sql::{int, params, Sql, Value};
-use super::write::{check_new_experiment, insert_experiment, ExperimentDb};
+use super::write::{check_new_experiment, insert_experiment, ExperimentRow};
 use super::{now_rfc3339, NewExperiment, Store};
 use crate::inspect::machine::Machine;
 use crate::stored::ExperimentStatus;
@@ -275,10 +275,10 @@ impl Store {
                     id
                 }
                 None => {
-                    let row = ExperimentDb {
+                    let row = ExperimentRow {
                         campaign: Some(campaign.to_string()),
                         shard_count: Some(shard.count),
-                        ..ExperimentDb::new(new)
+                        ..ExperimentRow::new(new)
                     };
                     insert_experiment(q, &row, &new.variants, &new.workloads)?
                 }

@@ -6,11 +6,11 @@
 //! the JSON without being listed here.
 
 use anyhow::{Context, Result};
-use serde::Serialize;
+use serde::ser::{Error as _, SerializeSeq};
+use serde::{Serialize, Serializer};
 
-use super::{ExperimentRow, Store, StoredRun, VariantRow, WorkloadRow};
+use super::{Store, StoredExperiment, StoredRun, VariantRow, WorkloadRow};
 use crate::inspect::machine::Machine;
-use crate::stored::{ExperimentStatus, StoredEnvironment, StoredPlan};
 
 /// One experiment and all its runs.
 ///
@@ -25,37 +25,8 @@ use crate::stored::{ExperimentStatus, StoredEnvironment, StoredPlan};
 /// `null`.
 #[derive(Clone, Debug, Serialize)]
 pub struct Export {
-    pub experiment: ExportedExperiment,
+    pub experiment: StoredExperiment,
     pub runs: Vec<ExportedRun>,
-}
-
-#[derive(Clone, Debug, Serialize)]
-pub struct ExportedExperiment {
-    pub id: i64,
-    pub uuid: String,
-    pub name: String,
-    pub created_at: String,
-    pub finished_at: Option<String>,
-    pub status: ExperimentStatus,
-    pub spec_path: Option<String>,
-    pub spec_hash: String,
-    pub spec_text: String,
-    pub seed: u64,
-    pub campaign: Option<String>,
-    pub shard_count: Option<usize>,
-    pub tags: Vec<(String, String)>,
-    pub plan: StoredPlan,
-    pub environment: StoredEnvironment,
-    pub variants: Vec<Configured<VariantRow>>,
-    pub workloads: Vec<Configured<WorkloadRow>>,
-}
-
-/// A variant or workload with its `config_json` embedded as parsed `config`.
-#[derive(Clone, Debug, Serialize)]
-pub struct Configured<T> {
-    #[serde(flatten)]
-    pub row: T,
-    pub config: serde_json::Value,
 }
 
 /// A stored run and the machine it ran on.
@@ -66,48 +37,61 @@ pub struct ExportedRun {
     pub machine: Option<Machine>,
 }
 
+/// A variant or workload row: its stored `config_json` is checked before
+/// writing, so exports can embed it parsed.
+pub trait Configured {
+    /// `variant "NAME"` / `workload "LABEL"`, for errors.
+    fn what(&self) -> String;
+    fn config_json(&self) -> &str;
+}
+
+impl Configured for VariantRow {
+    fn what(&self) -> String {
+        format!("variant {:?}", self.name)
+    }
+    fn config_json(&self) -> &str {
+        &self.config_json
+    }
+}
+
+impl Configured for WorkloadRow {
+    fn what(&self) -> String {
+        format!("workload {:?}", self.label)
+    }
+    fn config_json(&self) -> &str {
+        &self.config_json
+    }
+}
+
+/// Serialises rows as the export shows them: each row's fields plus its
+/// `config_json` parsed as `config` (for [`StoredExperiment`]'s serde).
+pub(super) fn with_config<T: Configured + Serialize, S: Serializer>(rows: &[T], s: S) -> Result<S::Ok, S::Error> {
+    #[derive(Serialize)]
+    struct WithConfig<'a, T> {
+        #[serde(flatten)]
+        row: &'a T,
+        config: serde_json::Value,
+    }
+    let mut seq = s.serialize_seq(Some(rows.len()))?;
+    for row in rows {
+        let config = serde_json::from_str(row.config_json())
+            .map_err(|e| S::Error::custom(format!("config of {} is not valid JSON: {e}", row.what())))?;
+        seq.serialize_element(&WithConfig { row, config })?;
+    }
+    seq.end()
+}
+
 /// Experiment `experiment_id` of `store`, whole.
 pub fn export(store: &Store, experiment_id: i64) -> Result<Export> {
     let loc = store.location();
-    let e: ExperimentRow = store.experiment(experiment_id)?;
-    let meta = store.experiment_meta(experiment_id)?;
-    let configured = |what: String, text: &str| -> Result<serde_json::Value> {
-        serde_json::from_str(text)
-            .with_context(|| format!("{what} of experiment {experiment_id} in {loc} is not valid JSON"))
-    };
-    let variants = e
-        .variants
-        .into_iter()
-        .map(|v| {
-            Ok(Configured { config: configured(format!("config of variant {:?}", v.name), &v.config_json)?, row: v })
-        })
-        .collect::<Result<_>>()?;
-    let workloads = e
-        .workloads
-        .into_iter()
-        .map(|w| {
-            Ok(Configured { config: configured(format!("config of workload {:?}", w.label), &w.config_json)?, row: w })
-        })
-        .collect::<Result<_>>()?;
-    let experiment = ExportedExperiment {
-        id: e.id,
-        uuid: meta.uuid,
-        name: e.name,
-        created_at: e.created_at,
-        finished_at: e.finished_at,
-        status: e.status,
-        spec_path: e.spec_path,
-        spec_hash: e.spec_hash,
-        spec_text: e.spec_text,
-        seed: e.seed,
-        campaign: meta.campaign,
-        shard_count: meta.shard_count,
-        tags: meta.tags,
-        plan: e.plan,
-        environment: e.environment,
-        variants,
-        workloads,
-    };
+    let experiment = store.experiment(experiment_id)?;
+    // Fail here, naming the store, rather than half-way through printing.
+    let variants = experiment.variants.iter().map(|v| v as &dyn Configured);
+    for row in variants.chain(experiment.workloads.iter().map(|w| w as &dyn Configured)) {
+        serde_json::from_str::<serde_json::Value>(row.config_json()).with_context(|| {
+            format!("config of {} of experiment {experiment_id} in {loc} is not valid JSON", row.what())
+        })?;
+    }
     let runs = store
         .runs(experiment_id)?
         .into_iter()

@@ -16,11 +16,11 @@ use serde::Serialize;
 
 use super::campaign::{put_shard, ShardRow};
 use super::columns::from_row;
-use super::read::{experiment_db, variants, workloads};
+use super::read::{experiment_row, variants, workloads};
 use super::runs::{load_run, put_run, Existing, Put};
 use super::sql::{params, Sql};
 use super::tags::{insert_tags, read_tags};
-use super::write::{insert_experiment, refresh_campaign, ExperimentDb};
+use super::write::{insert_experiment, refresh_campaign, ExperimentRow};
 use super::Store;
 
 /// What a merge did.
@@ -94,7 +94,7 @@ pub fn merge(target: &mut Store, source: &Store) -> Result<MergeReport> {
 
 /// One source experiment as read for merging.
 struct SourceExperiment {
-    row: ExperimentDb,
+    row: ExperimentRow,
     variants: Vec<super::VariantRow>,
     workloads: Vec<super::WorkloadRow>,
     tags: Vec<(String, String)>,
@@ -103,7 +103,7 @@ struct SourceExperiment {
 }
 
 fn read_source(q: &mut dyn Sql, id: i64) -> Result<SourceExperiment> {
-    let row = experiment_db(q, id)?.with_context(|| format!("no experiment {id}"))?;
+    let row = experiment_row(q, id)?.with_context(|| format!("no experiment {id}"))?;
     let shards = q
         .query("SELECT * FROM shards WHERE experiment_id = ?1 ORDER BY shard_index", params![id])?
         .iter()
@@ -186,7 +186,7 @@ fn merge_experiment(target: &mut Store, source: &Store, source_id: i64) -> Resul
 }
 
 /// The target experiment a source experiment merges into, if any.
-fn find_target(q: &mut dyn Sql, src: &ExperimentDb) -> Result<Option<i64>> {
+fn find_target(q: &mut dyn Sql, src: &ExperimentRow) -> Result<Option<i64>> {
     let row = match &src.campaign {
         Some(c) => q.query_opt("SELECT id FROM experiments WHERE campaign = ?1", params![c.as_str()])?,
         None => q.query_opt("SELECT id FROM experiments WHERE uuid = ?1", params![src.uuid.clone()])?,
@@ -196,7 +196,7 @@ fn find_target(q: &mut dyn Sql, src: &ExperimentDb) -> Result<Option<i64>> {
 
 /// Refuses to merge into an experiment that is a different one.
 fn check_same(q: &mut dyn Sql, id: i64, src: &SourceExperiment) -> Result<()> {
-    let dst = experiment_db(q, id)?.with_context(|| format!("no experiment {id}"))?;
+    let dst = experiment_row(q, id)?.with_context(|| format!("no experiment {id}"))?;
     let whose = match &src.row.campaign {
         Some(c) => format!("campaign {c:?}"),
         None => format!("uuid {}", src.row.uuid.as_deref().unwrap_or("?")),
@@ -231,7 +231,7 @@ fn check_same(q: &mut dyn Sql, id: i64, src: &SourceExperiment) -> Result<()> {
 }
 
 /// A copy of a finished experiment finishes an unfinished one.
-fn adopt_status(q: &mut dyn Sql, id: i64, src: &ExperimentDb) -> Result<()> {
+fn adopt_status(q: &mut dyn Sql, id: i64, src: &ExperimentRow) -> Result<()> {
     let rank = |s: &str| match s {
         "complete" => 3,
         "failed" | "interrupted" => 2,

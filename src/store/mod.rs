@@ -111,7 +111,9 @@ pub struct WorkloadRow {
     pub config_json: String,
 }
 
-/// What [`Store::create_experiment`] needs to start a new experiment.
+/// What [`Store::create_experiment`] needs to start a new experiment: the
+/// write-side input, a [`StoredExperiment`] without what the store assigns
+/// (id, uuid, creation time, status, campaign, tags) or learns later.
 ///
 /// The `config_json` fields must hold valid JSON; the store checks this so
 /// exports can always embed them as parsed values.
@@ -134,10 +136,15 @@ pub struct NewExperiment {
     pub workloads: Vec<WorkloadRow>,
 }
 
-/// One stored experiment with its variants and workloads.
+/// One experiment as read back from the store ([`Store::experiment`]): its
+/// row, identity and labels, variants and workloads. Serialised, it is the
+/// `experiment` object of `fslab export` (fields in that order; variants and
+/// workloads also carry their `config_json` parsed as `config`).
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ExperimentRow {
+pub struct StoredExperiment {
     pub id: i64,
+    /// Stable across copies and merges of the store.
+    pub uuid: String,
     pub name: String,
     /// RFC 3339, UTC, seconds precision.
     pub created_at: String,
@@ -147,24 +154,9 @@ pub struct ExperimentRow {
     /// is `interrupted` ([`owner`]).
     pub status: ExperimentStatus,
     pub spec_path: Option<String>,
-    pub spec_text: String,
     pub spec_hash: String,
+    pub spec_text: String,
     pub seed: u64,
-    pub plan: StoredPlan,
-    pub environment: StoredEnvironment,
-    pub variants: Vec<VariantRow>,
-    pub workloads: Vec<WorkloadRow>,
-}
-
-/// An experiment's identity and labels ([`Store::experiment_meta`]); kept
-/// apart from [`ExperimentRow`] so code that builds those stays unchanged.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct ExperimentMeta {
-    /// Not serialised: the experiment it was asked for carries it.
-    #[serde(skip_serializing)]
-    pub id: i64,
-    /// Stable across copies and merges of the store.
-    pub uuid: String,
     /// Set for experiments run as shards of a campaign.
     pub campaign: Option<String>,
     /// N of `--shard K/N`, for campaigns.
@@ -172,18 +164,31 @@ pub struct ExperimentMeta {
     /// `(key, value)` pairs sorted by key, then value; a key may repeat
     /// (e.g. one `hostname` per machine of a campaign).
     pub tags: Vec<(String, String)>,
+    pub plan: StoredPlan,
+    pub environment: StoredEnvironment,
+    #[serde(serialize_with = "export::with_config")]
+    pub variants: Vec<VariantRow>,
+    #[serde(serialize_with = "export::with_config")]
+    pub workloads: Vec<WorkloadRow>,
 }
 
-/// One line of the experiment list.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One line of the experiment list ([`Store::list_experiments`]): a stored
+/// experiment's identity, labels and run counts, without its spec, plan and
+/// environment, which a list need not parse.
+#[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ExperimentSummary {
     pub id: i64,
     pub name: String,
     pub created_at: String,
-    /// As in [`ExperimentRow::status`].
+    /// As in [`StoredExperiment::status`].
     pub status: ExperimentStatus,
     pub runs_ok: usize,
     pub runs_failed: usize,
+    /// As in [`StoredExperiment`].
+    pub uuid: String,
+    pub campaign: Option<String>,
+    pub shard_count: Option<usize>,
+    pub tags: Vec<(String, String)>,
 }
 
 /// One run as read back from the store: the [`RunRecord`](crate::record::RunRecord)'s

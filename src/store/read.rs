@@ -7,10 +7,8 @@ use anyhow::{bail, Context, Result};
 use super::columns::from_row;
 use super::runs::{load_monitor, run_row, RunRow};
 use super::sql::{params, Sql};
-use super::write::ExperimentDb;
-use super::{
-    ExperimentMeta, ExperimentRow, ExperimentSummary, MetricSeries, Store, StoredRun, VariantRow, WorkloadRow,
-};
+use super::write::ExperimentRow;
+use super::{ExperimentSummary, MetricSeries, Store, StoredExperiment, StoredRun, VariantRow, WorkloadRow};
 use crate::metric::Metric;
 use crate::monitor::{DiskTotals, MonitorData};
 use crate::stored::{self, ExperimentStatus, StoredEnvironment};
@@ -24,6 +22,9 @@ struct SummaryDb {
     status: String,
     runs_ok: usize,
     runs_failed: usize,
+    uuid: Option<String>,
+    campaign: Option<String>,
+    shard_count: Option<usize>,
 }
 
 /// Fails with "no experiment N in LOC" unless the experiment exists.
@@ -34,7 +35,7 @@ pub(super) fn require_experiment(q: &mut dyn Sql, id: i64, loc: &str) -> Result<
     Ok(())
 }
 
-pub(super) fn experiment_db(q: &mut dyn Sql, id: i64) -> Result<Option<ExperimentDb>> {
+pub(super) fn experiment_row(q: &mut dyn Sql, id: i64) -> Result<Option<ExperimentRow>> {
     q.query_opt("SELECT * FROM experiments WHERE id = ?1", params![id])?.map(|r| from_row(&r)).transpose()
 }
 
@@ -53,53 +54,39 @@ pub(super) fn workloads(q: &mut dyn Sql, id: i64) -> Result<Vec<WorkloadRow>> {
 }
 
 impl Store {
-    /// One experiment with its variants and workloads (in position order).
-    pub fn experiment(&self, id: i64) -> Result<ExperimentRow> {
+    /// One experiment with its labels, variants and workloads (in position order).
+    pub fn experiment(&self, id: i64) -> Result<StoredExperiment> {
         let loc = self.location();
         self.snapshot(|q| {
-            let Some(e) = experiment_db(q, id)? else {
+            let Some(e) = experiment_row(q, id)? else {
                 bail!("no experiment {id} in {loc}");
             };
             let seed =
                 e.seed.parse().with_context(|| format!("experiment {id} in {loc} has a bad seed {:?}", e.seed))?;
             let status: ExperimentStatus = e.status.parse().with_context(|| format!("experiment {id} in {loc}"))?;
-            Ok(ExperimentRow {
+            Ok(StoredExperiment {
                 id: e.id,
+                uuid: e.uuid.unwrap_or_default(),
                 name: e.name,
                 created_at: e.created_at,
                 finished_at: e.finished_at,
                 status,
                 spec_path: e.spec_path,
-                spec_text: e.spec_text,
                 spec_hash: e.spec_hash,
+                spec_text: e.spec_text,
                 seed,
+                campaign: e.campaign,
+                shard_count: e.shard_count,
+                tags: super::tags::read_tags(q, id)?,
                 plan: stored::parse(id, "plan", &e.plan_json)?,
                 environment: stored::parse(id, "environment", &e.environment_json)?,
                 variants: variants(q, id)?,
                 workloads: workloads(q, id)?,
             })
         })
-        .map(|mut row| {
-            row.status = self.effective_status(id, row.status, row.environment.owner.as_ref());
-            row
-        })
-        .with_context(|| format!("cannot read experiment {id} from {loc}"))
-    }
-
-    /// An experiment's uuid, campaign and tags.
-    pub fn experiment_meta(&self, id: i64) -> Result<ExperimentMeta> {
-        let loc = self.location();
-        self.snapshot(|q| {
-            let Some(e) = experiment_db(q, id)? else {
-                bail!("no experiment {id} in {loc}");
-            };
-            Ok(ExperimentMeta {
-                id,
-                uuid: e.uuid.unwrap_or_default(),
-                campaign: e.campaign,
-                shard_count: e.shard_count,
-                tags: super::tags::read_tags(q, id)?,
-            })
+        .map(|mut e| {
+            e.status = self.effective_status(id, e.status, e.environment.owner.as_ref());
+            e
         })
         .with_context(|| format!("cannot read experiment {id} from {loc}"))
     }
@@ -118,26 +105,34 @@ impl Store {
         .with_context(|| format!("cannot query experiments in {}", self.location()))
     }
 
-    /// All experiments, oldest first, with their ok/failed run counts.
+    /// All experiments, oldest first, with their labels and ok/failed run counts.
     pub fn list_experiments(&self) -> Result<Vec<ExperimentSummary>> {
         let loc = self.location();
-        let rows: Vec<SummaryDb> = self
-            .read(|q| {
-                q.query(
-                    "SELECT e.id, e.name, e.created_at, e.status,
-                        count(CASE WHEN r.status = 'ok' THEN 1 END) AS runs_ok,
-                        count(CASE WHEN r.status = 'failed' THEN 1 END) AS runs_failed
-                 FROM experiments e LEFT JOIN runs r ON r.experiment_id = e.id
-                 GROUP BY e.id ORDER BY e.id",
-                    &[],
-                )?
-                .iter()
-                .map(from_row)
-                .collect()
+        let rows: Vec<(SummaryDb, Vec<(String, String)>)> = self
+            .snapshot(|q| {
+                let lines: Vec<SummaryDb> = q
+                    .query(
+                        "SELECT e.id, e.name, e.created_at, e.status, e.uuid, e.campaign, e.shard_count,
+                            count(CASE WHEN r.status = 'ok' THEN 1 END) AS runs_ok,
+                            count(CASE WHEN r.status = 'failed' THEN 1 END) AS runs_failed
+                     FROM experiments e LEFT JOIN runs r ON r.experiment_id = e.id
+                     GROUP BY e.id ORDER BY e.id",
+                        &[],
+                    )?
+                    .iter()
+                    .map(from_row)
+                    .collect::<Result<_>>()?;
+                lines
+                    .into_iter()
+                    .map(|r| {
+                        let tags = super::tags::read_tags(q, r.id)?;
+                        Ok((r, tags))
+                    })
+                    .collect()
             })
             .with_context(|| format!("cannot list experiments in {loc}"))?;
         rows.into_iter()
-            .map(|r| {
+            .map(|(r, tags)| {
                 let stored: ExperimentStatus =
                     r.status.parse().with_context(|| format!("experiment {} in {loc}", r.id))?;
                 let status = if stored == ExperimentStatus::Running {
@@ -159,6 +154,10 @@ impl Store {
                     status,
                     runs_ok: r.runs_ok,
                     runs_failed: r.runs_failed,
+                    uuid: r.uuid.unwrap_or_default(),
+                    campaign: r.campaign,
+                    shard_count: r.shard_count,
+                    tags,
                 })
             })
             .collect()

@@ -120,7 +120,7 @@ mod tests {
         for db in test_dbs("spool") {
             let mut store = db.open();
             let id = store.create_experiment(&new_exp("spooled", "h3")).unwrap();
-            let uuid = store.experiment_meta(id).unwrap().uuid;
+            let uuid = store.experiment(id).unwrap().uuid;
             let work = tempfile::tempdir().unwrap();
             let spooled = |experiment_uuid: &str, seq: usize| SpooledRun {
                 store: "elsewhere".into(),

@@ -13,9 +13,10 @@ use super::{check_json, now_rfc3339, NewExperiment, RecordingContext, Store, Var
 use crate::record::RunRecord;
 use crate::stored::ExperimentStatus;
 
-/// The `experiments` table's columns, one field each.
+/// The `experiments` table's columns, one field each: the private codec
+/// between SQL and [`NewExperiment`] (written) / [`StoredExperiment`](super::StoredExperiment) (read).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub(super) struct ExperimentDb {
+pub(super) struct ExperimentRow {
     #[serde(skip_serializing, default)]
     pub id: i64,
     #[serde(default)]
@@ -37,10 +38,10 @@ pub(super) struct ExperimentDb {
     pub shard_count: Option<usize>,
 }
 
-impl ExperimentDb {
+impl ExperimentRow {
     /// A new experiment, status `running`, with a fresh uuid.
-    pub fn new(e: &NewExperiment) -> ExperimentDb {
-        ExperimentDb {
+    pub fn new(e: &NewExperiment) -> ExperimentRow {
+        ExperimentRow {
             id: 0,
             uuid: Some(uuid::Uuid::new_v4().to_string()),
             name: e.name.clone(),
@@ -75,7 +76,7 @@ pub(super) fn check_new_experiment(e: &NewExperiment) -> Result<()> {
 /// Inserts an experiment row with its variants and workloads; returns its id.
 pub(super) fn insert_experiment(
     q: &mut dyn Sql,
-    e: &ExperimentDb,
+    e: &ExperimentRow,
     variants: &[VariantRow],
     workloads: &[WorkloadRow],
 ) -> Result<i64> {
@@ -103,7 +104,7 @@ impl Store {
     pub fn create_experiment(&mut self, e: &NewExperiment) -> Result<i64> {
         check_new_experiment(e)?;
         let loc = self.location();
-        let row = ExperimentDb::new(e);
+        let row = ExperimentRow::new(e);
         self.write(|q| insert_experiment(q, &row, &e.variants, &e.workloads))
             .with_context(|| format!("cannot record experiment {:?} in {loc}", e.name))
     }

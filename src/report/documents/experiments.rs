@@ -5,22 +5,12 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::report::Document;
-use crate::store::{ExperimentMeta, ExperimentSummary};
-
-/// One experiment: its summary's keys, then its meta's (without the id,
-/// which the summary carries).
-#[derive(Debug, Serialize)]
-pub struct ListedExperiment {
-    #[serde(flatten)]
-    pub summary: ExperimentSummary,
-    #[serde(flatten)]
-    pub meta: ExperimentMeta,
-}
+use crate::store::ExperimentSummary;
 
 /// Every experiment, oldest first.
 #[derive(Debug, Serialize)]
 #[serde(transparent)]
-pub struct ExperimentList(pub Vec<ListedExperiment>);
+pub struct ExperimentList(pub Vec<ExperimentSummary>);
 
 impl Document for ExperimentList {
     fn what(&self) -> &'static str {
@@ -30,7 +20,7 @@ impl Document for ExperimentList {
     /// `   1  2026-01-01T00:00:00Z  complete      10 ok   0 failed  name`.
     fn text(&self) -> String {
         let mut out = String::new();
-        for e in self.0.iter().map(|e| &e.summary) {
+        for e in &self.0 {
             let _ = writeln!(
                 out,
                 "{:>4}  {}  {:<11}  {:>3} ok {:>3} failed  {}",

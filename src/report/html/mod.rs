@@ -97,7 +97,7 @@ mod tests {
 
     /// A hand-built report with extras (the store's stub returns none yet).
     fn sample_data() -> ReportData {
-        use crate::store::{ExperimentRow, StoredRun, VariantRow};
+        use crate::store::{StoredExperiment, StoredRun, VariantRow};
         let run = |id: i64, variant: &str, extras: Vec<(String, Value)>| RunData {
             run: StoredRun {
                 id,
@@ -129,7 +129,7 @@ mod tests {
         let after = serde_json::json!({"mb_groups": {"free_blocks": 400, "fragments": 95, "order_hist": {"0": 30, "1": 12, "2": 2, "3": 0}}, "optimize_scan": 1});
         let off = serde_json::json!({"off": "tracefs is not mounted <here>"});
         ReportData {
-            experiment: ExperimentRow {
+            experiment: StoredExperiment {
                 id: 1,
                 name: "x".into(),
                 created_at: "now".into(),
@@ -139,6 +139,10 @@ mod tests {
                 spec_text: String::new(),
                 spec_hash: String::new(),
                 seed: 1,
+                uuid: String::new(),
+                campaign: None,
+                shard_count: None,
+                tags: vec![],
                 plan: Default::default(),
                 environment: Default::default(),
                 variants: vec![VariantRow { position: 0, name: "a".into(), config_json: "{}".into() }],

@@ -101,7 +101,7 @@ fn experiment_round_trip_and_status() {
         assert_eq!(e.environment, new.environment);
         assert_eq!(e.variants, new.variants);
         assert_eq!(e.workloads, new.workloads);
-        let meta = store.experiment_meta(id).unwrap();
+        let meta = store.experiment(id).unwrap();
         assert!(uuid::Uuid::parse_str(&meta.uuid).is_ok());
         assert_eq!(store.experiment_by_uuid(&meta.uuid).unwrap(), Some(id));
         assert_eq!((meta.campaign, meta.shard_count, meta.tags.len()), (None, None, 0));
@@ -360,7 +360,7 @@ fn older_schema_is_upgraded() {
         let cpu = &store.samples(runs[0].id).unwrap().cpu[0];
         assert_eq!((cpu.user_pct, cpu.guest_pct, cpu.guest_nice_pct), (50.0, 0.0, 0.0), "old rows read 0 guest time");
         // Identities were derived from content: a second copy upgrades to the same uuids.
-        let meta = store.experiment_meta(exp).unwrap();
+        let meta = store.experiment(exp).unwrap();
         let expected = schema::derived_uuid(
             "experiment",
             &["legacy".into(), "2024-01-01T00:00:00Z".into(), "h".into(), "7".into(), exp.to_string()],

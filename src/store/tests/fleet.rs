@@ -31,7 +31,7 @@ fn tags_are_added_once_listed_sorted_and_searchable() {
         assert_eq!(store.experiments_tagged(&[t("hostname", "a1")]).unwrap(), vec![a, b]);
         assert_eq!(store.experiments_tagged(&[t("hostname", "a1"), t("kernel", "6.9")]).unwrap(), vec![b]);
         assert_eq!(store.experiments_tagged(&[]).unwrap(), vec![a, b]);
-        assert_eq!(store.experiment_meta(a).unwrap().tags.len(), 3);
+        assert_eq!(store.experiment(a).unwrap().tags.len(), 3);
 
         let e = err_text(store.add_tags(a, &[t("Bad Key", "x")]).unwrap_err());
         assert!(e.contains("tag key \"Bad Key\""), "{e}");
@@ -105,7 +105,7 @@ fn shards_join_one_campaign_experiment() {
         assert_eq!(a.find_campaign("c1").unwrap(), Some(id));
         assert_eq!(a.find_campaign("c2").unwrap(), None);
         assert_eq!(count(&a, "experiments"), 1);
-        let meta = a.experiment_meta(id).unwrap();
+        let meta = a.experiment(id).unwrap();
         assert_eq!((meta.campaign.as_deref(), meta.shard_count), (Some("c1"), Some(3)));
         assert!(
             meta.tags.contains(&("hostname".into(), "h1".into()))

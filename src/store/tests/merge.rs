@@ -20,8 +20,8 @@ fn source(db: &TestDb) -> (Store, i64) {
 
 fn same_experiment(a: &Store, a_id: i64, b: &Store, b_id: i64) {
     let (ea, eb) = (a.experiment(a_id).unwrap(), b.experiment(b_id).unwrap());
-    assert_eq!(ExperimentRow { id: 0, ..ea }, ExperimentRow { id: 0, ..eb });
-    let (ma, mb) = (a.experiment_meta(a_id).unwrap(), b.experiment_meta(b_id).unwrap());
+    assert_eq!(StoredExperiment { id: 0, ..ea }, StoredExperiment { id: 0, ..eb });
+    let (ma, mb) = (a.experiment(a_id).unwrap(), b.experiment(b_id).unwrap());
     assert_eq!((ma.uuid, ma.tags), (mb.uuid, mb.tags));
     let (ra, rb) = (a.runs(a_id).unwrap(), b.runs(b_id).unwrap());
     assert_eq!(ra.len(), rb.len());
@@ -74,7 +74,7 @@ fn merge_refuses_conflicting_runs_and_takes_ok_over_failed() {
         let (src, e) = source(&src_db);
         let mut dst = db.open();
         crate::store::merge::merge(&mut dst, &src).unwrap();
-        let uuid = src.experiment_meta(e).unwrap().uuid;
+        let uuid = src.experiment(e).unwrap().uuid;
 
         // A copy of the source where the failed run was retried ok and a new run added.
         let copy_db = db.sibling("merge_copy");

@@ -10,7 +10,7 @@ use super::columns::{from_row, insert_one};
 use super::machines::StoredMachine;
 use super::runs::RunRow;
 use super::sql::Value;
-use super::write::ExperimentDb;
+use super::write::ExperimentRow;
 use super::*;
 use crate::inspect::machine::Machine;
 
@@ -40,15 +40,15 @@ fn every_stored_type_round_trips_with_every_field() {
         let mut store = db.open();
         eprintln!("backend {}", db.backend);
 
-        let experiment = ExperimentDb {
+        let experiment = ExperimentRow {
             status: "complete".into(),
             seed: "42".into(),
             plan_json: "[]".into(),
             environment_json: "{}".into(),
             ..distinct(1)
         };
-        let got: ExperimentDb = round_trip(&mut store, "experiments", &[], &experiment);
-        assert_eq!(ExperimentDb { id: 0, ..got.clone() }, experiment);
+        let got: ExperimentRow = round_trip(&mut store, "experiments", &[], &experiment);
+        assert_eq!(ExperimentRow { id: 0, ..got.clone() }, experiment);
         let exp = got.id;
         let fixed_exp = [("experiment_id", Value::Int(exp))];
 
