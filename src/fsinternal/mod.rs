@@ -195,6 +195,9 @@ macro_rules! internals {
             },
         }
 
+        // One delta per run, built once and stored: the size of the largest
+        // filesystem's delta costs nothing worth a Box in every variant.
+        #[allow(clippy::large_enum_variant)]
         #[derive(Clone, Debug, PartialEq, Serialize)]
         #[serde(tag = "kind", rename_all = "snake_case")]
         pub enum FsDeltaData {
