@@ -45,7 +45,7 @@ pub struct SessionInfo {
 pub enum Ready {
     /// Up: the guest's `uname -r` and the testbed disk's device, if any;
     /// the guest's clock (`/proc/uptime`, seconds since the kernel's clock
-    /// started) when init (pid 1) and the agent's process started, when the
+    /// started) when init and the agent's process started, when the
     /// agent's code began and when it was ready, for the boot's phases.
     Ok {
         release: String,
