@@ -182,11 +182,13 @@ fn probe_session(
         }
     }
     let summary = session.summary();
+    let boot_phases = session.boot_phases().cloned();
     let shutdown_started = Instant::now();
     session.shutdown().context("shutting the VM down")?;
     Ok(VmProbe {
         kernel: kernel.clone(),
         vm: summary,
+        boot_phases,
         facts,
         probe_s,
         ping_s: pings,

@@ -2,7 +2,7 @@
 //! fslab, so every wait can notice it, kill what it started and unwind, and
 //! testbeds, VMs and cgroups are torn down before fslab exits.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock};
 
 use anyhow::{bail, Context, Result};
@@ -14,13 +14,24 @@ static RECEIVED: LazyLock<Arc<AtomicUsize>> = LazyLock::new(|| Arc::new(AtomicUs
 /// closed terminal or ssh session.
 pub const STOP_SIGNALS: [i32; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
+/// [`install`] was called: a stop signal can come.
+static INSTALLED: AtomicBool = AtomicBool::new(false);
+
 /// Route [`STOP_SIGNALS`] to the cancel flag. Safe to call more than once.
 pub fn install() -> Result<()> {
+    INSTALLED.store(true, Ordering::SeqCst);
     for sig in STOP_SIGNALS {
         signal_hook::flag::register_usize(sig, Arc::clone(&RECEIVED), sig as usize)
             .context("installing signal handler")?;
     }
     Ok(())
+}
+
+/// Whether stop signals reach the cancel flag (not in the guest agent,
+/// which the host stops by its exchange or by killing the VM): waits that
+/// look at [`cancelled`] only for a signal's sake need not wake up without.
+pub fn installed() -> bool {
+    INSTALLED.load(Ordering::SeqCst)
 }
 
 /// True once the user asked fslab to stop.

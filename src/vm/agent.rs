@@ -36,8 +36,16 @@ const DISK_WAIT: Duration = Duration::from_secs(30);
 pub fn run(exchange: &Path, extra: &[(&str, Handler)]) -> Result<()> {
     let info: SessionInfo = protocol::read_if_present(&exchange.join(SESSION_FILE))?
         .with_context(|| format!("{} has no {SESSION_FILE}", exchange.display()))?;
+    let agent_started_s = uptime_s();
     let ready = match setup(&info) {
-        Ok(disk) => Ready::Ok { release: crate::sys::kernel_release(), disk },
+        Ok(disk) => Ready::Ok {
+            release: crate::sys::kernel_release(),
+            disk,
+            init_exec_s: init_exec_s(),
+            agent_exec_s: process_started_s("self"),
+            agent_started_s,
+            ready_s: uptime_s(),
+        },
         Err(e) => Ready::Error(format!("{e:#}")),
     };
     protocol::write_atomic(&exchange.join(READY_FILE), &ready)?;
@@ -70,6 +78,45 @@ pub fn run(exchange: &Path, extra: &[(&str, Handler)]) -> Result<()> {
         seq += 1;
         last_answer = Instant::now();
     }
+}
+
+/// Seconds since this kernel's clock started (`/proc/uptime`); 0 unknown.
+pub(super) fn uptime_s() -> f64 {
+    let text = fs::read_to_string("/proc/uptime").unwrap_or_default();
+    text.split_whitespace().next().and_then(|s| s.parse().ok()).unwrap_or(0.0)
+}
+
+/// When the kernel started its first userspace program, on the same clock:
+/// its `Run … as init process` line in the kernel log (`/dev/kmsg`, whose
+/// records carry their time; pid 1's own start time is the kernel thread's,
+/// long before). 0 unknown.
+fn init_exec_s() -> f64 {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let Ok(mut kmsg) = fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open("/dev/kmsg") else {
+        return 0.0;
+    };
+    // One record per read; EAGAIN at the end of the buffer.
+    let mut record = vec![0u8; 8192];
+    while let Ok(n) = kmsg.read(&mut record) {
+        let line = String::from_utf8_lossy(&record[..n]);
+        let Some((head, message)) = line.split_once(';') else { continue };
+        if message.starts_with("Run ") && message.contains(" as init process") {
+            let usec = head.split(',').nth(2).and_then(|t| t.parse::<u64>().ok());
+            return usec.map_or(0.0, |us| us as f64 / 1e6);
+        }
+    }
+    0.0
+}
+
+/// When process `pid` started (`/proc/PID/stat`), on the same clock; 0 unknown.
+pub(super) fn process_started_s(pid: &str) -> f64 {
+    use procfs_core::FromRead;
+    let stat = fs::read(format!("/proc/{pid}/stat")).ok();
+    let stat = stat.and_then(|s| procfs_core::process::Stat::from_read(s.as_slice()).ok());
+    // SAFETY: sysconf has no memory effects.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    stat.filter(|_| ticks > 0).map_or(0.0, |s| s.starttime as f64 / ticks as f64)
 }
 
 /// Load the modules, wait for the disk; the disk's device path.

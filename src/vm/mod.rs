@@ -40,7 +40,7 @@ use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 pub use kinds::probe::GuestFacts;
-pub use session::{Failure, VmError, VmSession, VmSummary};
+pub use session::{BootPhases, Failure, VmError, VmSession, VmSummary};
 
 /// Stored and printed with every result of a session that ran under TCG.
 pub const TCG_WARNING: &str = "timings are emulated: the guest ran under QEMU's software emulation (TCG, no KVM), \

@@ -43,8 +43,22 @@ pub struct SessionInfo {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "snake_case")]
 pub enum Ready {
-    /// Up: the guest's `uname -r` and the testbed disk's device, if any.
-    Ok { release: String, disk: Option<String> },
+    /// Up: the guest's `uname -r` and the testbed disk's device, if any;
+    /// the guest's clock (`/proc/uptime`, seconds since the kernel's clock
+    /// started) when init and the agent's process started, when the
+    /// agent's code began and when it was ready, for the boot's phases.
+    Ok {
+        release: String,
+        disk: Option<String>,
+        #[serde(default)]
+        init_exec_s: f64,
+        #[serde(default)]
+        agent_exec_s: f64,
+        #[serde(default)]
+        agent_started_s: f64,
+        #[serde(default)]
+        ready_s: f64,
+    },
     /// Setup failed (a module would not load, the disk never appeared).
     Error(String),
 }

@@ -136,6 +136,32 @@ pub struct VmSummary {
     pub command: Vec<String>,
 }
 
+/// Where a boot's time went: the host's clock at virtme-run's start and at
+/// QEMU's process start, the guest's (`/proc/uptime`, zero when the
+/// kernel's clock starts) at init's and the agent's process starts, the
+/// agent's first line and its ready. The parts add up to
+/// [`VmSummary::boot_s`].
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BootPhases {
+    /// virtme-run's start to QEMU's process start (virtme-ng's Python,
+    /// virtiofsd's start).
+    pub virtme_s: f64,
+    /// QEMU's start to the guest kernel's clock start (QEMU's setup,
+    /// firmware, the kernel's decompression), plus the host's notice of
+    /// the ready file (at most one poll).
+    pub firmware_s: f64,
+    /// The kernel's clock start to init's start (the kernel's own boot).
+    pub kernel_s: f64,
+    /// Init's start to the agent's process start (the initramfs if any,
+    /// virtme-ng's init script, its mounts).
+    pub init_s: f64,
+    /// The agent's process start to its first line of code (loading
+    /// fslab's binary over virtiofs).
+    pub agent_load_s: f64,
+    /// The agent's first line to its ready (module loads, the testbed disk).
+    pub agent_setup_s: f64,
+}
+
 /// The testbed disk of a session.
 #[derive(Clone, Debug)]
 pub struct GuestDisk {
@@ -173,6 +199,7 @@ pub struct VmSession {
     command: Vec<String>,
     guest_release: String,
     boot_time: Duration,
+    boot_phases: Option<BootPhases>,
     request_timeout: Duration,
     next_seq: u64,
     alive: bool,
@@ -246,6 +273,7 @@ impl VmSession {
             command: Vec::new(),
             guest_release: String::new(),
             boot_time: Duration::ZERO,
+            boot_phases: None,
             request_timeout: config.request_timeout,
             next_seq: 1,
             alive: false,
@@ -348,6 +376,7 @@ impl VmSession {
             .stdout(log.try_clone()?)
             .stderr(log);
         let started = Instant::now();
+        let started_uptime = super::agent::uptime_s();
         session.child = Some(spawn_contained(cmd, procs.as_deref()).context("starting virtme-run")?);
         session.alive = true;
 
@@ -359,8 +388,20 @@ impl VmSession {
             Failure::BootTimeout(config.boot_timeout),
         )?;
         match ready {
-            Ready::Ok { release, disk } => {
+            Ready::Ok { release, disk, init_exec_s, agent_exec_s, agent_started_s, ready_s } => {
                 session.boot_time = started.elapsed();
+                let boot_s = session.boot_time.as_secs_f64();
+                session.boot_phases = qemu_started_uptime(&name).filter(|_| ready_s > 0.0).map(|qemu| {
+                    let virtme_s = (qemu - started_uptime).max(0.0);
+                    BootPhases {
+                        virtme_s,
+                        firmware_s: boot_s - virtme_s - ready_s,
+                        kernel_s: init_exec_s,
+                        init_s: agent_exec_s - init_exec_s,
+                        agent_load_s: agent_started_s - agent_exec_s,
+                        agent_setup_s: ready_s - agent_started_s,
+                    }
+                });
                 session.guest_release = release;
                 if let (Some(d), Some(device)) = (session.disk.as_mut(), disk) {
                     d.device = device;
@@ -497,6 +538,11 @@ impl VmSession {
         }
     }
 
+    /// Where the boot's time went, when QEMU and the agent's clock were read.
+    pub fn boot_phases(&self) -> Option<&BootPhases> {
+        self.boot_phases.as_ref()
+    }
+
     pub fn boot_time(&self) -> Duration {
         self.boot_time
     }
@@ -618,6 +664,20 @@ impl Drop for VmSession {
 
 /// A sparse image of `bytes`, checked to open with O_DIRECT: QEMU opens it
 /// with `cache=none` so the host page cache never holds the guest's I/O.
+/// The host's uptime when session `name`'s QEMU started (its `/proc` start
+/// time, in clock ticks since the host booted).
+fn qemu_started_uptime(name: &str) -> Option<f64> {
+    use procfs_core::FromRead;
+    let qemu = super::leftovers::vm_processes()
+        .into_iter()
+        .find(|p| p.cmdline.contains(name) && p.cmdline.contains("qemu-system") && !p.cmdline.contains("kvm-probe"))?;
+    let stat = fs::read(format!("/proc/{}/stat", qemu.pid)).ok()?;
+    let stat = procfs_core::process::Stat::from_read(stat.as_slice()).ok()?;
+    // SAFETY: sysconf has no memory effects.
+    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    (ticks > 0).then(|| stat.starttime as f64 / ticks as f64)
+}
+
 fn create_disk(path: &Path, bytes: u64) -> Result<GuestDisk> {
     check_path("testbed disk image", path)?;
     // tmpfs accepts O_DIRECT (since 6.6) but is the page cache itself.
@@ -728,6 +788,9 @@ struct VirtmeArgs<'a> {
 /// q35), so the testbed disk is virtio-blk-pci either way;
 /// `--show-boot-console` with `loglevel=4` puts kernel errors, panics and
 /// the OOM killer into the console log without slowing the boot.
+/// Modules udev must not load in a guest (see [`virtme_args`]).
+const NOT_AUTOLOADED: &str = "modprobe.blacklist=kvm_amd,kvm_intel";
+
 fn virtme_args(a: &VirtmeArgs) -> Vec<String> {
     let mut args: Vec<String> = vec!["--kimg".into(), a.image.into()];
     args.extend(["--mods".into(), if a.with_modules { "auto" } else { "none" }.into()]);
@@ -753,6 +816,13 @@ fn virtme_args(a: &VirtmeArgs) -> Vec<String> {
         args.extend(["--overlay-rwdir".into(), dir.to_string()]);
     }
     args.extend(["--show-boot-console".into(), "--kopt".into(), "loglevel=4".into()]);
+    // virtme-ng's init runs udev's coldplug and waits for it to settle, and
+    // udev loads a module for every device and CPU feature it sees: with
+    // the package's modules that includes kvm_amd or kvm_intel (and kvm),
+    // whose loading took about 8 of a 24 s boot under TCG at load 12 (the
+    // guest's kernel log). A guest of fslab never runs VMs itself;
+    // blacklisting stops only udev's alias loads, not an explicit modprobe.
+    args.extend(["--kopt".into(), NOT_AUTOLOADED.into()]);
     for karg in no_timer_check.iter().chain(a.kernel_args) {
         args.extend(["--kopt".into(), karg.clone()]);
     }
@@ -841,6 +911,7 @@ mod tests {
         assert!(old.contains(&"--force-initramfs".to_string()));
         assert!(tcg.contains(&"--disable-kvm".to_string()) && !tcg.contains(&"--qemu-opts".to_string()));
         assert!(tcg.contains(&"no_timer_check".to_string()) && !argv.contains(&"no_timer_check".to_string()));
+        assert!(argv.contains(&NOT_AUTOLOADED.to_string()) && tcg.contains(&NOT_AUTOLOADED.to_string()));
         assert_eq!(tcg[tcg.iter().position(|a| a == "--mods").unwrap() + 1], "none");
         let counted =
             virtme_args(&VirtmeArgs { accel: Accel::Tcg, plugin: Some("/p.so,out=/w/s/instructions"), ..args });

@@ -33,6 +33,7 @@ mod layers;
 mod lifecycle;
 mod media;
 mod pipes;
+mod planted_kernel;
 mod probe;
 mod report;
 mod rofs;

@@ -5,12 +5,14 @@ use serde::Serialize;
 
 use crate::kernel::KernelArtifacts;
 use crate::report::Document;
-use crate::vm::{GuestFacts, VmSummary};
+use crate::vm::{BootPhases, GuestFacts, VmSummary};
 
 #[derive(Debug, Serialize)]
 pub struct VmProbe {
     pub kernel: KernelArtifacts,
     pub vm: VmSummary,
+    /// Where the boot's time went (when QEMU's start could be read).
+    pub boot_phases: Option<BootPhases>,
     pub facts: GuestFacts,
     /// The probe request's round trip.
     pub probe_s: f64,
@@ -42,8 +44,15 @@ impl Document for VmProbe {
             format!("{} pings, mean {:.1} ms\n", self.ping_s.len(), mean * 1e3)
         };
         let rss = self.qemu_memory_kib.as_ref().and_then(|m| m.rss);
+        let phases = self.boot_phases.as_ref().map_or(String::new(), |p| {
+            format!(
+                "boot phases: virtme-ng {:.1} s, QEMU to the kernel's clock {:.1} s, kernel {:.1} s, init {:.1} s, \
+                 agent load {:.1} s, agent setup {:.1} s\n",
+                p.virtme_s, p.firmware_s, p.kernel_s, p.init_s, p.agent_load_s, p.agent_setup_s
+            )
+        });
         format!(
-            "kernel {} ({}), guest {}\nboot {:.1} s ({}, {} CPUs, {} MiB), probe {:.2} s, shutdown {:.1} s\n{pings}{}",
+            "kernel {} ({}), guest {}\nboot {:.1} s ({}, {} CPUs, {} MiB), probe {:.2} s, shutdown {:.1} s\n{phases}{pings}{}",
             self.kernel.release,
             self.kernel.source,
             self.vm.guest_release,
