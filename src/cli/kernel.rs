@@ -11,7 +11,7 @@ use fslab::kernel::debian::{Archive, ResolveError, Wanted, INDEX_MAX_AGE};
 use fslab::kernel::{self, cache, KernelSource};
 use fslab::output;
 use fslab::report::documents::kernels::{
-    flavour_of, ArchiveKernel, BuiltKernel, BuiltKernels, CachedKernel, DownloadedPackages, FetchedKernel,
+    flavour_of, AvailableKernel, BuiltKernel, BuiltKernels, CachedKernel, DownloadedPackages, FetchedKernel,
     FetchedKernels, KernelList, Pruned, PrunedKernels, PrunedKind,
 };
 use fslab::report::{render, Document, Format};
@@ -85,7 +85,7 @@ fn build(file: &std::path::Path) -> Result<BuiltKernels> {
     let cache_dir = kernel::cache_dir(&exp.workdir);
     let mut built = Vec::new();
     // Said before the first build starts: cached, incremental or cold, and how long the last one took.
-    let planned = fslab::experiment::plan::kernel_builds(&exp);
+    let planned = fslab::experiment::run_plan::kernel_builds(&exp);
     for (i, outlook) in &planned {
         output::diagnostic(&format!(
             "fslab: the kernel of variant `{}`: {}",
@@ -147,7 +147,7 @@ fn list(cache_dir: &std::path::Path, available: bool) -> Result<KernelList> {
     let index = archive.index()?;
     let offered = index
         .iter()
-        .map(|p| ArchiveKernel {
+        .map(|p| AvailableKernel {
             kernel: match &p.flavour {
                 Some(f) => format!("debian:{}-{f}", p.abi),
                 None => format!("debian:{}", p.abi),

@@ -4,8 +4,8 @@
 //! been checked; errors name the file, line, column and key.
 
 pub mod place;
-pub mod plan;
 mod quick;
+pub mod run_plan;
 pub mod spec;
 mod validate;
 
@@ -17,8 +17,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use place::{BootPolicy, KernelSpec, VmSpec};
-pub use plan::{plan_rounds, PlannedRun};
 pub use quick::make_quick;
+pub use run_plan::{plan_rounds, PlannedRun};
 pub use spec::{CachePolicy, Repetitions, RunOrder};
 
 use crate::keys::Source;

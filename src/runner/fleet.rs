@@ -142,7 +142,7 @@ pub fn describe(exp: &Experiment, c: &CampaignShard) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runner::plan_iter::planned;
+    use crate::runner::run_plan_iter::planned;
     use std::collections::{BTreeSet, HashSet};
 
     fn exp(order: &str, variants: usize, workloads: usize, reps: &str) -> Experiment {

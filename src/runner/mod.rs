@@ -6,9 +6,9 @@ pub mod guest;
 mod monitors;
 pub mod owner;
 mod place;
-mod plan_iter;
 mod preflight;
 pub mod progress;
+mod run_plan_iter;
 mod single;
 
 use std::collections::{BTreeMap, HashSet};
@@ -177,7 +177,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     let mut next_round = 0;
     let (mut first, mut count) = (0, exp.min_rounds());
     loop {
-        for planned in fleet::slice(exp, shard, plan_iter::planned(exp, first, count)) {
+        for planned in fleet::slice(exp, shard, run_plan_iter::planned(exp, first, count)) {
             let planned = &planned;
             if signals::cancelled() {
                 summary.interrupted = true;
@@ -327,7 +327,7 @@ fn new_experiment(
         owner: Some(crate::sys::identity::ProcessIdentity::current().clone()),
     };
     let planned = exp.min_rounds() * exp.variants.len() * exp.workloads.len();
-    let first_rounds = plan_iter::planned(exp, 0, exp.min_rounds())
+    let first_rounds = run_plan_iter::planned(exp, 0, exp.min_rounds())
         .take(STORED_PLAN_RUNS)
         .map(serde_json::to_value)
         .collect::<serde_json::Result<_>>()?;

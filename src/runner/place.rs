@@ -67,7 +67,7 @@ impl KernelVms {
         let mut kernels = HashMap::new();
         let cache = kernel_cache(exp);
         // Said up front: a cold build can hold the first run back for most of an hour.
-        for (i, outlook) in crate::experiment::plan::kernel_builds(exp) {
+        for (i, outlook) in crate::experiment::run_plan::kernel_builds(exp) {
             let name = &exp.variants[i].name;
             crate::output::diagnostic(&format!("fslab: the kernel of variant `{name}`: {}", outlook.describe()));
         }

@@ -17,7 +17,7 @@ pub struct KernelList {
     pub cached: Vec<CachedKernel>,
     pub downloaded: DownloadedPackages,
     /// Every kernel the archive offers; `None` without `--available`.
-    pub available: Option<Vec<ArchiveKernel>>,
+    pub available: Option<Vec<AvailableKernel>>,
 }
 
 #[derive(Debug, Serialize)]
@@ -39,8 +39,10 @@ pub struct DownloadedPackages {
     pub dir: PathBuf,
 }
 
+/// One line of `kernel list --available` (the archive's `kernel::debian::ArchiveKernel`
+/// as shown, with whether its package is downloaded).
 #[derive(Debug, Serialize)]
-pub struct ArchiveKernel {
+pub struct AvailableKernel {
     /// What a variant writes: `debian:6.1-cloud`.
     pub kernel: String,
     pub release: String,

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use crate::analysis::{render_plan, PlanLine};
-use crate::experiment::plan::DRY_RUN_LINES;
+use crate::experiment::run_plan::DRY_RUN_LINES;
 use crate::report::Document;
 
 /// The plan of each decisive metric; its JSON is the array of lines.
@@ -82,7 +82,7 @@ impl DryRun {
     pub fn new(exp: &crate::experiment::Experiment) -> Self {
         // One round at a time, so a huge plan costs nothing to list.
         let runs = (0..exp.min_rounds())
-            .flat_map(|round| crate::experiment::plan::plan_rounds(exp, round, 1))
+            .flat_map(|round| crate::experiment::run_plan::plan_rounds(exp, round, 1))
             .take(DRY_RUN_LINES)
             .map(|r| DryRunRun {
                 seq: r.seq,
@@ -91,7 +91,7 @@ impl DryRun {
                 workload: exp.workloads[r.workload].label.clone(),
             })
             .collect();
-        let builds = crate::experiment::plan::kernel_builds(exp);
+        let builds = crate::experiment::run_plan::kernel_builds(exp);
         DryRun {
             experiment: exp.name.clone(),
             workdir: exp.workdir.clone(),
@@ -102,7 +102,7 @@ impl DryRun {
             runs,
             device: None,
             shard: None,
-            described: crate::experiment::plan::describe(exp, &builds),
+            described: crate::experiment::run_plan::describe(exp, &builds),
             kernel_builds: builds
                 .into_iter()
                 .map(|(i, outlook)| PlannedBuild {
