@@ -89,8 +89,8 @@ fn aa_never_claims_a_change() {
         Default::default(),
     );
     // The workload's four metrics; its evidence (device totals, CPU, …) is
-    // compared too, as its own BH family whose verdicts keep the rule's own
-    // error rate, so they are not asserted here.
+    // compared too, in the BH family of the rows that decide nothing, whose
+    // verdicts keep the rule's own error rate, so they are not asserted here.
     let (rows, evidence): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| !r.evidence);
     assert_eq!(rows.len(), 4);
     assert!(evidence.iter().any(|r| r.metric == "disk/written_mb"), "{evidence:?}");
