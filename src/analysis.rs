@@ -1,9 +1,11 @@
 //! From stored per-run metrics to comparison rows: every variant against
-//! the baseline, for every workload metric and every evidence metric, with
-//! Benjamini–Hochberg across the workload metrics of one (workload,
-//! variant) comparison and, separately, across its evidence metrics (so
-//! recording more evidence never moves a workload metric's verdict);
-//! [`assign_roles`], the one rule of which rows decide; and the planning that
+//! the baseline, for every workload metric and every evidence metric;
+//! [`Roles`], the one rule of which rows decide, known before comparing:
+//! Benjamini–Hochberg runs across the deciding rows of one (workload,
+//! variant) comparison and, separately, across the rows shown beside them
+//! (so recording more non-deciding metrics never moves a deciding metric's
+//! verdict, whether it is a workload metric or named evidence such as
+//! `vm/instructions` under emulation); and the planning that
 //! reads the noise of earlier results (`fslab plan`, the runner's up-front
 //! note).
 
@@ -54,7 +56,7 @@ pub struct ComparisonRow {
     /// [`crate::metric`]), shown in its own group.
     pub evidence: bool,
     /// Does this row decide its workload (adaptive stopping, the headline)?
-    /// Set by [`assign_roles`].
+    /// The rule is [`Roles`]; it also chose the row's BH family.
     pub decisive: bool,
     /// A side of this comparison ran under emulation (TCG) and the guest's
     /// instructions were counted: wall time follows the host's load there,
@@ -112,7 +114,13 @@ fn method_name(m: crate::stats::CompareMethod) -> &'static str {
 struct SideFigures;
 
 impl SideFigures {
-    fn row(b: &MetricSeries, v: &MetricSeries, comparison: Comparison, theta: f64) -> ComparisonRow {
+    fn row(
+        b: &MetricSeries,
+        v: &MetricSeries,
+        comparison: Comparison,
+        theta: f64,
+        role: (bool, bool),
+    ) -> ComparisonRow {
         let (bs, vs) = (&comparison.baseline, &comparison.variant);
         ComparisonRow {
             workload: b.workload.clone(),
@@ -133,8 +141,8 @@ impl SideFigures {
             values_variant: v.values.clone(),
             drift: trend(&b.values, theta),
             evidence: crate::metric::is_evidence(&b.metric),
-            decisive: !crate::metric::is_evidence(&b.metric),
-            emulated: false,
+            decisive: role.0,
+            emulated: role.1,
             comparison,
         }
     }
@@ -167,11 +175,57 @@ pub fn compare_config_from_spec(spec: &StoredSpec) -> CompareConfig {
     cfg
 }
 
+/// Which rows decide (adaptive stopping, the headline), known before
+/// comparing because the Benjamini–Hochberg families follow it:
+///
+/// * a workload metric decides when its kind says so
+///   ([`crate::workload::Kind::is_decisive`]: e.g. wall time, not CPU time);
+/// * an evidence metric decides only when the workload names it in
+///   `decisive = [...]`;
+/// * a comparison with a side run under emulation whose guest instructions
+///   were counted (`emulated`): only `vm/instructions` decides, unless the
+///   workload names `decisive` (then the two rules above apply).
+///
+/// `workloads`: the experiment's workloads; rows of a workload not among
+/// them (or with `Roles::default()`) are decided by their workload metrics.
+/// `emulated_variants`: the variants with a run under emulation (see
+/// [`emulated_variants`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Roles<'a> {
+    pub workloads: &'a [crate::experiment::WorkloadConfig],
+    pub emulated_variants: &'a [String],
+}
+
+impl Roles<'_> {
+    /// Is a comparison of `baseline` with `variant` emulated? `counted`:
+    /// both sides have `vm/instructions`.
+    pub fn emulated(&self, baseline: &str, variant: &str, counted: bool) -> bool {
+        counted && self.emulated_variants.iter().any(|v| v == baseline || v == variant)
+    }
+
+    /// Does `workload`'s `metric` decide?
+    pub fn decides(&self, workload: &str, metric: &str, emulated: bool) -> bool {
+        match self.workloads.iter().find(|w| w.label == workload) {
+            Some(w) => w.decides(metric, emulated),
+            None => !crate::metric::is_evidence(metric),
+        }
+    }
+}
+
 /// Compare every non-baseline variant with `baseline`.
 ///
 /// `series` must hold one entry per (workload, metric, variant) as the store
-/// returns them; the row order follows it.
-pub fn compare_series(series: &[MetricSeries], baseline: &str, cfg: &CompareConfig) -> Vec<ComparisonRow> {
+/// returns them; the row order follows it, workload metrics before
+/// evidence. Per (workload, variant) comparison the rows that decide
+/// ([`Roles`]) are one Benjamini–Hochberg family and the rows that do not
+/// are another, so recording more side or evidence metrics never moves a
+/// deciding metric's verdict.
+pub fn compare_series(
+    series: &[MetricSeries],
+    baseline: &str,
+    cfg: &CompareConfig,
+    roles: Roles,
+) -> Vec<ComparisonRow> {
     let mut workloads: Vec<&str> = Vec::new();
     let mut variants: Vec<&str> = Vec::new();
     for s in series {
@@ -199,18 +253,24 @@ pub fn compare_series(series: &[MetricSeries], baseline: &str, cfg: &CompareConf
             // Sweep points in numeric order: filemix-1, filemix-8, filemix-16;
             // workload metrics first, then evidence.
             pairs.sort_by_key(|(a, _)| (crate::metric::is_evidence(&a.metric), natural_key(&a.metric)));
-            // Two families: the workload's metrics, and its evidence.
-            for evidence in [false, true] {
-                let family: Vec<_> =
-                    pairs.iter().filter(|(b, _)| crate::metric::is_evidence(&b.metric) == evidence).collect();
-                let items: Vec<(&[f64], &[f64], bool)> = family
+            let counted = pairs.iter().any(|(b, _)| b.metric == crate::metric::INSTRUCTIONS);
+            let emulated = roles.emulated(baseline, variant, counted);
+            let decides: Vec<bool> = pairs.iter().map(|(b, _)| roles.decides(workload, &b.metric, emulated)).collect();
+            // Two families: the rows that decide, and the rows shown beside.
+            let mut comparisons: Vec<Option<Comparison>> = vec![None; pairs.len()];
+            for decisive in [true, false] {
+                let members: Vec<usize> = (0..pairs.len()).filter(|&i| decides[i] == decisive).collect();
+                let items: Vec<(&[f64], &[f64], bool)> = members
                     .iter()
-                    .map(|(b, v)| (b.values.as_slice(), v.values.as_slice(), b.higher_is_better))
+                    .map(|&i| (pairs[i].0.values.as_slice(), pairs[i].1.values.as_slice(), pairs[i].0.higher_is_better))
                     .collect();
-                let comparisons = compare_family(&items, cfg);
-                for ((b, v), c) in family.into_iter().zip(comparisons) {
-                    rows.push(SideFigures::row(b, v, c, cfg.theta));
+                for (i, c) in members.into_iter().zip(compare_family(&items, cfg)) {
+                    comparisons[i] = Some(c);
                 }
+            }
+            for (((b, v), c), decisive) in pairs.into_iter().zip(comparisons).zip(decides) {
+                let c = c.expect("every row is in one family");
+                rows.push(SideFigures::row(b, v, c, cfg.theta, (decisive, emulated)));
             }
         }
     }
@@ -235,41 +295,6 @@ fn natural_key(name: &str) -> Vec<(String, u64)> {
     }
     key.push((text, digits.parse().unwrap_or(0)));
     key
-}
-
-/// The one rule of which rows decide (adaptive stopping, the headline):
-///
-/// * a workload metric decides when its kind says so
-///   ([`crate::workload::Kind::is_decisive`]: e.g. wall time, not CPU time);
-/// * an evidence metric decides only when the workload names it in
-///   `decisive = [...]`;
-/// * a comparison with a side run under emulation whose guest instructions
-///   were counted (`emulated`): only `vm/instructions` decides, unless the
-///   workload names `decisive` (then the two rules above apply).
-///
-/// `workloads`: the experiment's workloads; rows of a workload not among
-/// them are decided by their workload metrics. `emulated_variants`: the
-/// variants with a run under emulation (see [`emulated_variants`]).
-pub fn assign_roles(
-    rows: &mut [ComparisonRow],
-    workloads: &[crate::experiment::WorkloadConfig],
-    emulated_variants: &[String],
-) {
-    let counted: Vec<(String, String, String)> = rows
-        .iter()
-        .filter(|r| r.metric == crate::metric::INSTRUCTIONS)
-        .map(|r| (r.workload.clone(), r.baseline.clone(), r.variant.clone()))
-        .collect();
-    for r in rows.iter_mut() {
-        let key = (r.workload.clone(), r.baseline.clone(), r.variant.clone());
-        r.evidence = crate::metric::is_evidence(&r.metric);
-        r.emulated = (emulated_variants.contains(&r.baseline) || emulated_variants.contains(&r.variant))
-            && counted.contains(&key);
-        r.decisive = match workloads.iter().find(|w| w.label == r.workload) {
-            Some(w) => w.decides(&r.metric, r.emulated),
-            None => !r.evidence,
-        };
-    }
 }
 
 /// The variants of experiment `id` with a run under emulation (TCG).
@@ -321,7 +346,7 @@ pub fn emulation_note(rows: &[ComparisonRow]) -> Option<String> {
 }
 
 /// True when no decisive row is inconclusive (adaptive repetition may
-/// stop); see [`assign_roles`].
+/// stop); see [`Roles`].
 pub fn all_decisive(rows: &[ComparisonRow]) -> bool {
     rows.iter().filter(|r| r.decisive).all(|r| r.verdict != Verdict::Inconclusive)
 }
@@ -345,7 +370,7 @@ pub enum AdaptiveStep {
 /// The sequential rule of `{ min, max }` after `rounds` rounds (fewer than
 /// max): the design may only stop at its planned looks (every round unless
 /// max − min ≥ 50, see [`SequentialDesign`]), and at a look it stops when no
-/// decisive row ([`assign_roles`]) is inconclusive at that look's boundary.
+/// decisive row ([`Roles`]) is inconclusive at that look's boundary.
 /// `deciding` is read only at a look. At the first look it also notes what
 /// `max` can resolve at the noise seen so far.
 pub fn adaptive_step(
@@ -358,8 +383,8 @@ pub fn adaptive_step(
         return Ok(AdaptiveStep::Continue(Vec::new()));
     };
     let deciding = deciding()?;
-    let mut rows = compare_series(&deciding.series, &exp.baseline, cfg);
-    assign_roles(&mut rows, &exp.workloads, &deciding.emulated_variants);
+    let roles = Roles { workloads: &exp.workloads, emulated_variants: &deciding.emulated_variants };
+    let rows = compare_series(&deciding.series, &exp.baseline, cfg, roles);
     if all_decisive(&rows) {
         return Ok(AdaptiveStep::Stop(format!(
             "every comparison is decisive after {rounds} rounds (look {} of {})",
@@ -688,25 +713,96 @@ mod tests {
     }
 
     #[test]
-    fn evidence_is_its_own_family_and_decides_only_when_named() {
+    fn families_follow_the_role_and_evidence_decides_only_when_named() {
         let (exp, series) = evidence_case("");
         let cfg = compare_config(&exp);
-        let mut rows = compare_series(&series, "a", &cfg);
-        // Workload metrics first, then evidence; evidence has its own BH family.
+        let roles = Roles { workloads: &exp.workloads, emulated_variants: &[] };
+        let rows = compare_series(&series, "a", &cfg, roles);
+        // Workload metrics first, then evidence.
         let names: Vec<&str> = rows.iter().map(|r| r.metric.as_str()).collect();
         assert_eq!(names, ["wall_s", "cpu/sys_pct", "disk/writes"]);
-        let alone = compare_series(&series[..2], "a", &cfg);
-        assert_eq!(alone[0].p_adjusted, rows[0].p_adjusted, "evidence moved a workload metric's BH adjustment");
-        assign_roles(&mut rows, &exp.workloads, &[]);
-        let roles: Vec<(bool, bool)> = rows.iter().map(|r| (r.evidence, r.decisive)).collect();
-        assert_eq!(roles, [(false, true), (true, false), (true, false)]);
+        let role: Vec<(bool, bool)> = rows.iter().map(|r| (r.evidence, r.decisive)).collect();
+        assert_eq!(role, [(false, true), (true, false), (true, false)]);
+        // The deciding row is its own family: the evidence beside it does
+        // not move its BH adjustment.
+        let alone = compare_series(&series[..2], "a", &cfg, roles);
+        assert_eq!(alone[0].p_adjusted, rows[0].p_adjusted, "evidence moved a deciding metric's BH adjustment");
         assert_eq!(rows[2].verdict, Verdict::Regressed, "evidence keeps its own verdict");
 
-        let (exp, _) = evidence_case("decisive = [\"disk/writes\"]\n");
-        assign_roles(&mut rows, &exp.workloads, &[]);
-        let roles: Vec<(bool, bool)> = rows.iter().map(|r| (r.evidence, r.decisive)).collect();
-        assert_eq!(roles, [(false, true), (true, false), (true, true)]);
-        assert_eq!(exp.workloads[0].decisive, ["disk/writes"]);
+        // Named, disk/writes decides and joins wall_s's family; the noisy
+        // cpu/sys_pct (not deciding) moves neither.
+        let (named_exp, _) = evidence_case("decisive = [\"disk/writes\"]\n");
+        assert_eq!(named_exp.workloads[0].decisive, ["disk/writes"]);
+        let roles = Roles { workloads: &named_exp.workloads, emulated_variants: &[] };
+        let rows = compare_series(&series, "a", &cfg, roles);
+        let role: Vec<(bool, bool)> = rows.iter().map(|r| (r.evidence, r.decisive)).collect();
+        assert_eq!(role, [(false, true), (true, false), (true, true)]);
+        let deciding = compare_series(&series[..4], "a", &cfg, roles);
+        let adjusted = |rows: &[ComparisonRow], m: &str| rows.iter().find(|r| r.metric == m).unwrap().p_adjusted;
+        for m in ["wall_s", "disk/writes"] {
+            assert_eq!(adjusted(&rows, m), adjusted(&deciding, m), "{m}: a non-deciding row moved it");
+        }
+        assert_eq!(rows[2].verdict, Verdict::Regressed);
+
+        // Without workload configs: workload metrics decide, evidence does
+        // not, and those are the families (as before roles were known).
+        let rows = compare_series(&series, "a", &cfg, Roles::default());
+        let role: Vec<(bool, bool)> = rows.iter().map(|r| (r.evidence, r.decisive)).collect();
+        assert_eq!(role, [(false, true), (true, false), (true, false)]);
+        assert_eq!(rows[0].p_adjusted, alone[0].p_adjusted);
+    }
+
+    /// The measured case: under emulation `vm/instructions` decides; a
+    /// +10% instruction change, every variant run above every baseline run
+    /// (n = 5 a side), among 19 noisy evidence metrics that decide nothing
+    /// (ext4's count). Corrected together with them (the old evidence
+    /// family) its BH-adjusted p was 20 × 2/252 ≈ 0.16: inconclusive. In
+    /// the family of the rows that decide, it is regressed.
+    #[test]
+    fn a_decisive_instruction_count_is_not_diluted_by_descriptive_evidence() {
+        let text = "name = \"e\"\n[[variant]]\nname = \"a\"\nfs = \"dir:/tmp\"\n[[variant]]\nname = \"b\"\n\
+                    fs = \"dir:/tmp\"\n[[workload]]\nkind = \"command\"\ncommand = \"true\"\n";
+        let exp = crate::experiment::parse(text, None).unwrap();
+        let base = [1.0e9, 1.004e9, 0.997e9, 1.002e9, 0.999e9];
+        let mut series = vec![
+            named("wall_s", "a", &[1.0, 1.5, 0.7, 1.2, 0.9]),
+            named("wall_s", "b", &[1.3, 0.8, 1.1, 1.6, 0.6]),
+            named(crate::metric::INSTRUCTIONS, "a", &base),
+            named(crate::metric::INSTRUCTIONS, "b", &base.map(|x| x * 1.1001)),
+        ];
+        let noisy_a = [1.0, 2.0, 0.5, 1.5, 0.8];
+        let noisy_b = [0.9, 1.8, 0.7, 1.6, 1.0];
+        for i in 0..19 {
+            let m = format!("fs/ext4/counter_{i}");
+            let k = 100.0 * (i + 1) as f64;
+            series.push(named(&m, "a", &noisy_a.map(|x| x * k)));
+            series.push(named(&m, "b", &noisy_b.map(|x| x * k)));
+        }
+        let cfg = CompareConfig::default();
+        let emulated = ["b".to_string()];
+        let rows =
+            compare_series(&series, "a", &cfg, Roles { workloads: &exp.workloads, emulated_variants: &emulated });
+        assert_eq!(rows.len(), 21);
+        let decisive: Vec<&ComparisonRow> = rows.iter().filter(|r| r.decisive).collect();
+        assert_eq!(decisive.len(), 1);
+        let instructions = decisive[0];
+        assert_eq!(instructions.metric, crate::metric::INSTRUCTIONS);
+        assert!(instructions.emulated && instructions.p_value < 0.01, "{instructions:?}");
+        assert_eq!(instructions.p_adjusted, instructions.p_value, "a family of one");
+        assert_eq!(instructions.verdict, Verdict::Regressed, "{instructions:?}");
+        // The old split: every evidence metric in one family.
+        let evidence: Vec<(&[f64], &[f64], bool)> = series
+            .chunks(2)
+            .filter(|s| crate::metric::is_evidence(&s[0].metric))
+            .map(|s| (s[0].values.as_slice(), s[1].values.as_slice(), s[0].higher_is_better))
+            .collect();
+        assert_eq!(evidence.len(), 20);
+        let old = &compare_family(&evidence, &cfg)[0];
+        assert!(old.p_adjusted > 0.15, "{old:?}");
+        assert_eq!(old.verdict, Verdict::Inconclusive);
+        // The descriptive evidence keeps its own family and verdicts.
+        let counter = rows.iter().find(|r| r.metric == "fs/ext4/counter_0").unwrap();
+        assert!(!counter.decisive && counter.verdict == Verdict::Inconclusive, "{counter:?}");
     }
 
     #[test]
@@ -714,16 +810,16 @@ mod tests {
         let (exp, mut series) = evidence_case("");
         series.push(named(crate::metric::INSTRUCTIONS, "a", &[1e9; 10]));
         series.push(named(crate::metric::INSTRUCTIONS, "b", &[1.1e9; 10]));
-        let mut rows = compare_series(&series, "a", &compare_config(&exp));
-        assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
+        let emulated = ["b".to_string()];
+        let roles = |workloads| Roles { workloads, emulated_variants: &emulated };
+        let rows = compare_series(&series, "a", &compare_config(&exp), roles(&exp.workloads));
         let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
         assert_eq!(decisive, [crate::metric::INSTRUCTIONS]);
         assert!(rows.iter().all(|r| r.emulated));
         let note = emulation_note(&rows).expect("a note on the demoted wall time");
         assert!(note.contains("command/wall_s") && note.contains("vm/instructions"), "{note}");
         // Without a counted instruction metric, emulation changes nothing.
-        let mut rows = compare_series(&series[..6], "a", &compare_config(&exp));
-        assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
+        let rows = compare_series(&series[..6], "a", &compare_config(&exp), roles(&exp.workloads));
         assert!(rows.iter().all(|r| !r.emulated) && rows[0].decisive && emulation_note(&rows).is_none());
         // A fixed-time workload's own metrics decide: its instruction count
         // follows the emulator's speed.
@@ -739,16 +835,14 @@ mod tests {
                     s
                 })
                 .collect();
-        let mut rows = compare_series(&shell1, "a", &compare_config(&fixed));
-        assign_roles(&mut rows, &fixed.workloads, &["b".to_string()]);
+        let rows = compare_series(&shell1, "a", &compare_config(&fixed), roles(&fixed.workloads));
         let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
         assert_eq!(decisive, ["shell1-1"]);
         let note = emulation_note(&rows).expect("a note on the wall-time decision");
         assert!(note.contains("shell1/shell1-1 decided under TCG emulation") && note.contains("fixed time"), "{note}");
         // A file that names `decisive` overrides the default.
         let (exp, _) = evidence_case("decisive = [\"disk/writes\"]\n");
-        let mut rows = compare_series(&series, "a", &compare_config(&exp));
-        assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
+        let rows = compare_series(&series, "a", &compare_config(&exp), roles(&exp.workloads));
         let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
         assert_eq!(decisive, ["wall_s", "disk/writes"]);
     }
@@ -777,7 +871,7 @@ mod tests {
     fn row_json_holds_every_comparison_field() {
         let b = series("a", &[10.0, 10.2, 9.9, 10.1, 10.3, 10.0]);
         let v = series("b", &[12.0, 12.3, 11.8, 12.1, 12.2, 12.4]);
-        let rows = compare_series(&[b, v], "a", &CompareConfig::default());
+        let rows = compare_series(&[b, v], "a", &CompareConfig::default(), Roles::default());
         assert_eq!(rows.len(), 1);
         let row = serde_json::to_value(&rows[0]).unwrap();
         let comparison = serde_json::to_value(&rows[0].comparison).unwrap();
@@ -798,9 +892,9 @@ mod tests {
         let steady = series("a", &[10.0, 10.1, 9.9, 10.05, 9.95, 10.0, 10.1, 9.9, 10.0, 10.05]);
         let drifting: Vec<f64> = (0..10).map(|i| 10.0 * (1.0 + 0.01 * i as f64)).collect();
         let v = series("b", &[10.0, 10.1, 9.9, 10.05, 9.95, 10.0, 10.1, 9.9, 10.0, 10.05]);
-        let rows = compare_series(&[steady, v.clone()], "a", &CompareConfig::default());
+        let rows = compare_series(&[steady, v.clone()], "a", &CompareConfig::default(), Roles::default());
         assert_eq!(rows[0].drift_note(), None);
-        let rows = compare_series(&[series("a", &drifting), v], "a", &CompareConfig::default());
+        let rows = compare_series(&[series("a", &drifting), v], "a", &CompareConfig::default(), Roles::default());
         let note = rows[0].drift_note().expect("9% drift");
         assert!(note.starts_with("w/t_s: baseline `a` drifts +0.96% per run (+9.0% over 10 runs"), "{note}");
     }

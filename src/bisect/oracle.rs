@@ -22,7 +22,7 @@ use sha2::{Digest, Sha256};
 
 use super::ddmin::Outcome;
 use super::BisectConfig;
-use crate::analysis::compare_series;
+use crate::analysis::{compare_series, Roles};
 use crate::experiment::{Experiment, Repetitions, VariantConfig};
 use crate::runner::{self, Observer, RunOptions};
 use crate::stats::{CompareConfig, Verdict};
@@ -275,7 +275,7 @@ impl Oracle<'_> {
         }
         let series = self.store.metric_series(summary.experiment_id)?;
         let cfg = CompareConfig { alpha: exp.alpha, theta: exp.theta, ..CompareConfig::default() };
-        let rows = compare_series(&series, &self.good.name, &cfg);
+        let rows = compare_series(&series, &self.good.name, &cfg, Roles::default());
         let row = rows
             .iter()
             .find(|r| r.workload == self.metric.workload && r.metric == self.metric.metric && r.variant == candidate);

@@ -105,7 +105,7 @@ impl WorkloadConfig {
     /// `vm/instructions` decides, unless the file names `decisive` or the
     /// workload runs for a fixed time ([`crate::workload::Kind::FIXED_TIME`]:
     /// its instruction count measures the host, not the kernel). The whole
-    /// rule is [`crate::analysis::assign_roles`].
+    /// rule is [`crate::analysis::Roles`].
     pub fn decides(&self, metric: &str, emulated: bool) -> bool {
         if emulated && self.decisive.is_empty() && !self.params.fixed_time() {
             return metric == crate::metric::INSTRUCTIONS;

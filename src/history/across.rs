@@ -9,7 +9,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 use super::{differences, DiffKind, Difference, ExperimentSnapshot};
-use crate::analysis::{compare_series, ComparisonRow};
+use crate::analysis::{compare_series, ComparisonRow, Roles};
 use crate::report::data::ComparisonData;
 use crate::stats::CompareConfig;
 use crate::store::MetricSeries;
@@ -205,8 +205,7 @@ pub fn compare_across(
     }
     cfg.theta = theta.or(first.theta).unwrap_or(cfg.theta);
     let baseline = groups[0].0.label.clone();
-    let mut rows = compare_series(&series, &baseline, &cfg);
-    crate::analysis::assign_roles(&mut rows, &first.configs, &[]);
+    let rows = compare_series(&series, &baseline, &cfg, Roles { workloads: &first.configs, emulated_variants: &[] });
     let data = ComparisonData {
         baseline,
         theta: cfg.theta,

@@ -4,7 +4,7 @@
 use anyhow::Result;
 
 use super::summary::Headline;
-use crate::analysis::{assign_roles, compare_config_from_spec, compare_series, emulated_variants, ComparisonRow};
+use crate::analysis::{compare_config_from_spec, compare_series, emulated_variants, ComparisonRow, Roles};
 use crate::experiment::WorkloadConfig;
 use crate::monitor::MonitorData;
 use crate::store::{MetricSeries, Store, StoredExperiment, StoredRun};
@@ -19,7 +19,7 @@ pub struct ComparisonData {
     /// Variant names in experiment order.
     pub variants: Vec<String>,
     /// Workload metrics first, then evidence, per (workload, variant);
-    /// which rows decide is [`crate::analysis::assign_roles`]'s.
+    /// which rows decide is [`crate::analysis::Roles`]'s.
     pub rows: Vec<ComparisonRow>,
 }
 
@@ -79,8 +79,9 @@ fn comparison_of(
     // α, θ and the sequential design of `{ min, max }` as the experiment ran.
     let mut cfg = compare_config_from_spec(spec);
     cfg.theta = theta.unwrap_or(cfg.theta);
-    let mut rows = compare_series(&store.metric_series(id)?, &baseline, &cfg);
-    assign_roles(&mut rows, &experiment_workloads(experiment), &emulated_variants(store, id)?);
+    let (workloads, emulated) = (experiment_workloads(experiment), emulated_variants(store, id)?);
+    let roles = Roles { workloads: &workloads, emulated_variants: &emulated };
+    let rows = compare_series(&store.metric_series(id)?, &baseline, &cfg, roles);
     Ok(ComparisonData { baseline, theta: cfg.theta, alpha: cfg.alpha, variants, rows })
 }
 

@@ -7,7 +7,7 @@ use serde_json::json;
 
 use super::data::{ComparisonData, ReportData, RunData};
 use super::CompareReport;
-use crate::analysis::{compare_series, ComparisonRow};
+use crate::analysis::{compare_series, ComparisonRow, Roles};
 use crate::metric::Metric;
 use crate::record::RunStatus;
 use crate::stats::CompareConfig;
@@ -93,7 +93,7 @@ fn build(specs: Vec<Spec>, failures: &[(&str, &str, &str)]) -> ReportData {
         runs.push(run(seq, 5, variant, workload, vec![], Some(error)));
         seq += 1;
     }
-    let rows = compare_series(&series, BASELINE, &CompareConfig::default());
+    let rows = compare_series(&series, BASELINE, &CompareConfig::default(), Roles::default());
     let cfg = CompareConfig::default();
     let variants: Vec<serde_json::Value> = VARIANTS.iter().enumerate().map(|(i, n)| variant_config(n, i)).collect();
     let plan = json!({"experiment": {

@@ -379,8 +379,8 @@ mod tests {
         let drifting: Vec<f64> = (0..10).map(|i| 10.0 * (1.0 + 0.01 * i as f64)).collect();
         let steady = vec![10.0, 10.1, 9.9, 10.05, 9.95, 10.0, 10.1, 9.9, 10.0, 10.05];
         let cfg = CompareConfig { stopping: Stopping::adaptive(5, 20), ..CompareConfig::default() };
-        let rows =
-            compare_series(&[series("a", drifting), series("b", steady.clone()), series("c", steady)], "a", &cfg);
+        let series = [series("a", drifting), series("b", steady.clone()), series("c", steady)];
+        let rows = compare_series(&series, "a", &cfg, Default::default());
         let c = ComparisonData {
             baseline: "a".into(),
             theta: cfg.theta,
@@ -401,7 +401,7 @@ mod tests {
     /// wall time is shown as a side row and the headline says why.
     #[test]
     fn an_emulated_comparison_is_headlined_by_its_instruction_count() {
-        use crate::analysis::{assign_roles, compare_series};
+        use crate::analysis::{compare_series, Roles};
         use crate::store::MetricSeries;
         let series = |metric: &str, variant: &str, values: Vec<f64>| MetricSeries {
             workload: "command".into(),
@@ -422,8 +422,8 @@ mod tests {
         let text = "name = \"e\"\n[[variant]]\nname = \"a\"\nfs = \"dir:/tmp\"\n\
                     [[workload]]\nkind = \"command\"\ncommand = \"true\"\n";
         let exp = crate::experiment::parse(text, None).unwrap();
-        let mut rows = compare_series(&rows, "a", &crate::stats::CompareConfig::default());
-        assign_roles(&mut rows, &exp.workloads, &["b".to_string()]);
+        let roles = Roles { workloads: &exp.workloads, emulated_variants: &["b".to_string()] };
+        let rows = compare_series(&rows, "a", &crate::stats::CompareConfig::default(), roles);
         let c = ComparisonData { baseline: "a".into(), theta: 0.02, alpha: 0.05, variants: vec![], rows };
         let h = Headline::new(&c, std::iter::empty());
         assert_eq!((h.decisive.regressed, h.decisive.total()), (1, 1), "{h:?}");

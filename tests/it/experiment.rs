@@ -39,7 +39,12 @@ fn timing_ab_throttle_is_regressed_on_total_s() {
     let mut store = Store::open(&dir.path().join("r.db")).unwrap();
     let summary = runner::run(&exp, &mut store, &RunOptions::default(), &mut Silent).unwrap();
     assert_eq!((summary.runs_ok, summary.runs_failed), (10, 0));
-    let rows = compare_series(&store.metric_series(summary.experiment_id).unwrap(), "fast", &CompareConfig::default());
+    let rows = compare_series(
+        &store.metric_series(summary.experiment_id).unwrap(),
+        "fast",
+        &CompareConfig::default(),
+        Default::default(),
+    );
     let total = rows.iter().find(|r| r.metric == "total_s").unwrap();
     assert_eq!(total.verdict, Verdict::Regressed, "{total:?}");
     assert!(total.change_pct > 20.0, "{total:?}");
@@ -77,10 +82,15 @@ fn aa_never_claims_a_change() {
     let mut store = Store::open(&dir.path().join("r.db")).unwrap();
     let summary = runner::run(&exp, &mut store, &RunOptions::default(), &mut Silent).unwrap();
     assert_eq!(summary.runs_ok, 12);
-    let rows = compare_series(&store.metric_series(summary.experiment_id).unwrap(), "a1", &CompareConfig::default());
+    let rows = compare_series(
+        &store.metric_series(summary.experiment_id).unwrap(),
+        "a1",
+        &CompareConfig::default(),
+        Default::default(),
+    );
     // The workload's four metrics; its evidence (device totals, CPU, …) is
-    // compared too, as its own BH family whose verdicts keep the rule's own
-    // error rate, so they are not asserted here.
+    // compared too, in the BH family of the rows that decide nothing, whose
+    // verdicts keep the rule's own error rate, so they are not asserted here.
     let (rows, evidence): (Vec<_>, Vec<_>) = rows.into_iter().partition(|r| !r.evidence);
     assert_eq!(rows.len(), 4);
     assert!(evidence.iter().any(|r| r.metric == "disk/written_mb"), "{evidence:?}");

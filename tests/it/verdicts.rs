@@ -5,7 +5,7 @@
 
 use std::process::Command;
 
-use fslab::analysis::{compare_config, compare_series};
+use fslab::analysis::{compare_config, compare_series, Roles};
 use fslab::experiment;
 use fslab::runner::{self, RunOptions, Silent};
 use fslab::stats::{Stopping, Verdict};
@@ -53,7 +53,9 @@ fn reported_metrics_decide_and_the_sequential_rule_stops_at_the_first_look() {
 
     let cfg = compare_config(&exp);
     assert_eq!(cfg.stopping, Stopping::Sequential { min: 5, max: 6 });
-    let rows = compare_series(&store.metric_series(summary.experiment_id).unwrap(), "fast", &cfg);
+    // The roles the runner decided by (wall_s and score; not user_s/sys_s).
+    let roles = Roles { workloads: &exp.workloads, emulated_variants: &[] };
+    let rows = compare_series(&store.metric_series(summary.experiment_id).unwrap(), "fast", &cfg, roles);
     let score = rows.iter().find(|r| r.metric == "score").expect("reported metric stored");
     assert_eq!((score.unit.as_str(), score.higher_is_better), ("points", true));
     assert_eq!(score.values_variant, vec![50.0; 5]);

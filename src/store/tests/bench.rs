@@ -170,7 +170,7 @@ fn time_compare(store: &Store, e: i64) -> (f64, f64, usize) {
         let t = Instant::now();
         let series = store.metric_series(e).unwrap();
         let load = t.elapsed().as_secs_f64();
-        let rows = compare_series(&series, "zeta", &CompareConfig::default());
+        let rows = compare_series(&series, "zeta", &CompareConfig::default(), Default::default());
         let all = t.elapsed().as_secs_f64();
         if all < best.1 {
             best = (load, all, rows.len());
@@ -296,7 +296,7 @@ fn fleet_bench() {
                 assert_eq!(groups.len(), 4);
                 for g in &groups {
                     let series = store.metric_series_on(e, &g.hardware).unwrap();
-                    compare_series(&series, "zeta", &CompareConfig::default());
+                    compare_series(&series, "zeta", &CompareConfig::default(), Default::default());
                 }
                 per_machine = per_machine.min(t.elapsed().as_secs_f64());
             }
