@@ -8,10 +8,9 @@
 
 use crate::built_kernels::{fixture, fixture_kernel_line};
 use crate::common;
-use crate::vm::{kernel_cache, one_vm};
+use crate::vm::{counted_vm_or_skip, kernel_cache, one_vm};
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::process::{Command, Output};
 
 use fslab::bisect::kconfig::{step_request, Candidate};
@@ -36,20 +35,7 @@ fn kernel_line_with(extra: &str) -> String {
 /// `FSLAB_TEST_READ_WORK`; a second run builds and runs nothing new.
 #[test]
 fn bisect_kconfig_names_the_planted_read_path_option_among_decoys() {
-    if !common::root_or_skip() {
-        return;
-    }
-    if let Err(missing) = fslab::vm::tools::discover() {
-        fslab::testsupport::skip(&format!("{missing}"));
-        return;
-    }
-    let plugin = Path::new(common::fslab_bin()).with_file_name(fslab::vm::icount::PLUGIN_FILE);
-    if fslab::vm::icount::plugin().is_none() && !plugin.is_file() {
-        fslab::testsupport::skip(&format!(
-            "no {} beside {} (cargo build -p fslab-qemu-icount)",
-            fslab::vm::icount::PLUGIN_FILE,
-            common::fslab_bin()
-        ));
+    if !counted_vm_or_skip() {
         return;
     }
     let _one = one_vm();

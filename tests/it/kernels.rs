@@ -6,7 +6,9 @@
 //! questions, and the VM tests' lock keeps one boot at a time.
 
 use crate::common;
-use crate::vm::{archive_kernel, kernel_cache, one_vm, release_from_name, resolve_deb, vm_prerequisites};
+use crate::vm::{
+    archive_kernel, icount_plugin_or_skip, kernel_cache, one_vm, release_from_name, resolve_deb, vm_prerequisites,
+};
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -385,14 +387,7 @@ fn a_planted_ten_percent_of_guest_work_is_regressed_and_a_a_is_not() {
     if vm_prerequisites("6.1.").is_none() {
         return;
     }
-    if fslab::vm::icount::plugin().is_none()
-        && !Path::new(common::fslab_bin()).with_file_name(fslab::vm::icount::PLUGIN_FILE).is_file()
-    {
-        fslab::testsupport::skip(&format!(
-            "no {} beside {} (cargo build -p fslab-qemu-icount; scripts/test builds it)",
-            fslab::vm::icount::PLUGIN_FILE,
-            common::fslab_bin()
-        ));
+    if !icount_plugin_or_skip() {
         return;
     }
     let t = VmTest::new("fslab-planted");

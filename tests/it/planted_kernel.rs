@@ -9,7 +9,7 @@
 
 use crate::common;
 use crate::kernels::leftovers;
-use crate::vm::{kernel_cache, one_vm};
+use crate::vm::{counted_vm_or_skip, kernel_cache, one_vm};
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -31,20 +31,7 @@ fn text(out: &Output) -> String {
 /// fixture's kernel).
 #[test]
 fn a_planted_ten_percent_in_the_kernels_read_path_is_regressed_and_a_a_is_not() {
-    if !common::root_or_skip() {
-        return;
-    }
-    if let Err(missing) = fslab::vm::tools::discover() {
-        fslab::testsupport::skip(&format!("{missing}"));
-        return;
-    }
-    let plugin = Path::new(common::fslab_bin()).with_file_name(fslab::vm::icount::PLUGIN_FILE);
-    if fslab::vm::icount::plugin().is_none() && !plugin.is_file() {
-        fslab::testsupport::skip(&format!(
-            "no {} beside {} (cargo build -p fslab-qemu-icount)",
-            fslab::vm::icount::PLUGIN_FILE,
-            common::fslab_bin()
-        ));
+    if !counted_vm_or_skip() {
         return;
     }
     let _one = one_vm();

@@ -24,6 +24,34 @@ pub(crate) fn one_vm() -> std::sync::MutexGuard<'static, ()> {
     ONE_VM.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Whether the guest instruction counter can run: QEMU's plugin beside the
+/// fslab under test (or where fslab finds it). Says why on skip.
+pub(crate) fn icount_plugin_or_skip() -> bool {
+    let beside = Path::new(common::fslab_bin()).with_file_name(fslab::vm::icount::PLUGIN_FILE);
+    if fslab::vm::icount::plugin().is_some() || beside.is_file() {
+        return true;
+    }
+    fslab::testsupport::skip(&format!(
+        "no {} beside {} (cargo build -p fslab-qemu-icount; scripts/test builds it)",
+        fslab::vm::icount::PLUGIN_FILE,
+        common::fslab_bin()
+    ));
+    false
+}
+
+/// Root, the VM tools and the instruction counter: what a test that boots
+/// a built kernel and reads `vm/instructions` needs. Says why on skip.
+pub(crate) fn counted_vm_or_skip() -> bool {
+    if !common::root_or_skip() {
+        return false;
+    }
+    if let Err(missing) = fslab::vm::tools::discover() {
+        fslab::testsupport::skip(&format!("{missing}"));
+        return false;
+    }
+    icount_plugin_or_skip()
+}
+
 /// The test kernels' home, shared by every test and test run.
 pub(crate) fn kernels_dir() -> PathBuf {
     std::env::var_os("FSLAB_TEST_KERNELS").map(PathBuf::from).unwrap_or_else(|| "/var/tmp/fslab-test-kernels".into())
