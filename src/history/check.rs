@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use super::{differences, history, ExperimentSnapshot, HistoryQuery};
 use crate::stats::gate::{
-    check_experiment, check_history, Evidence, GateConfig, GateReport, MetricHistory, MetricRuns,
+    check_experiment, check_history, GateBasis, GateConfig, GateReport, MetricHistory, MetricRuns,
 };
 use crate::stats::history::HistoryPoint;
 
@@ -180,14 +180,14 @@ fn table(c: &Check) -> String {
     t.set_header(["metric", "outcome", "change", "expected (99%)", "p adj.", "note"]);
     for m in &c.report.metrics {
         let expected = match &m.evidence {
-            Evidence::History(h) => format!(
+            GateBasis::History(h) => format!(
                 "[{}, {}] ({} exp.)",
                 human::number(h.interval_low),
                 human::number(h.interval_high),
                 h.baseline_points
             ),
-            Evidence::Experiment(cmp) => format!("CI {}", human::ci_pct(cmp.ci_low_pct, cmp.ci_high_pct)),
-            Evidence::None => "–".to_string(),
+            GateBasis::Experiment(cmp) => format!("CI {}", human::ci_pct(cmp.ci_low_pct, cmp.ci_high_pct)),
+            GateBasis::None => "–".to_string(),
         };
         // Names are `workload/metric[ [variant]]`; evidence is told by the metric's namespace.
         let evidence = m.name.split_once('/').is_some_and(|(_, metric)| crate::metric::is_evidence(metric));

@@ -150,12 +150,12 @@ pub struct HistoryEvidence {
     pub df: f64,
 }
 
-/// What a decision rests on.
+/// What a gate decision rests on: the metric's history, or this experiment's own comparison (not the `evidence` metrics of a run).
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(tag = "against", rename_all = "kebab-case")]
 // One per gate decision, never in bulk: the size of `Comparison` does not matter.
 #[allow(clippy::large_enum_variant)]
-pub enum Evidence {
+pub enum GateBasis {
     History(HistoryEvidence),
     Experiment(Comparison),
     /// No decision was possible (see [`GateResult::note`]).
@@ -179,7 +179,7 @@ pub struct GateResult {
     pub p_adjusted: f64,
     /// Why the outcome is inconclusive, when it is.
     pub note: Option<String>,
-    pub evidence: Evidence,
+    pub evidence: GateBasis,
 }
 
 /// The whole check, in input order.
@@ -290,7 +290,7 @@ pub fn check_experiment(metrics: &[MetricRuns], cfg: &GateConfig) -> GateReport 
                 p_value: c.p_value,
                 p_adjusted: c.p_adjusted,
                 note,
-                evidence: Evidence::Experiment(c),
+                evidence: GateBasis::Experiment(c),
             });
         }
     }
@@ -315,7 +315,7 @@ fn inconclusive(m: &MetricHistory, note: String) -> Analysed {
             p_value: 1.0,
             p_adjusted: 1.0,
             note: Some(note),
-            evidence: Evidence::None,
+            evidence: GateBasis::None,
         },
         ratio: f64::NAN,
     }
@@ -409,7 +409,7 @@ fn analyse_history(m: &MetricHistory, cfg: &GateConfig) -> Analysed {
             p_value,
             p_adjusted: p_value,
             note: None,
-            evidence: Evidence::History(evidence),
+            evidence: GateBasis::History(evidence),
         },
         ratio,
     }
@@ -473,7 +473,7 @@ mod tests {
 
     fn evidence(r: &GateResult) -> &HistoryEvidence {
         match &r.evidence {
-            Evidence::History(e) => e,
+            GateBasis::History(e) => e,
             other => panic!("{other:?}"),
         }
     }
@@ -660,7 +660,7 @@ mod tests {
         };
         let r = check_experiment(&[runs(b, v, false)], &cfg);
         assert_eq!((r.outcome(), r.exit_status()), (GateOutcome::Regression, 1));
-        let Evidence::Experiment(c) = &r.metrics[0].evidence else { panic!() };
+        let GateBasis::Experiment(c) = &r.metrics[0].evidence else { panic!() };
         assert_eq!(c.verdict, Verdict::Regressed);
         assert_eq!(r.metrics[0].change_pct, c.change_pct);
         assert_eq!(check_experiment(&[runs(v, b, false)], &cfg).outcome(), GateOutcome::Improvement);
