@@ -42,6 +42,8 @@ enum VariantVm {
         session: Box<VmSession>,
         /// Boot time, reported with the first run the VM carries out.
         boot_s: Option<f64>,
+        /// Why it took a second boot, reported with that first run too.
+        boot_retry: Option<String>,
     },
     /// The kernel did not boot: the error, for its later runs.
     Broken(String),
@@ -164,10 +166,10 @@ impl KernelVms {
             return failed(anyhow!("the kernel of variant `{}` did not boot earlier in this run: {why}", variant.name));
         }
         if !matches!(self.vms.get(&planned.variant), Some(VariantVm::Up { .. })) {
-            match self.boot(exp, planned.variant, observer) {
-                Ok(session) => {
+            match self.boot_twice(exp, planned.variant, observer) {
+                Ok((session, boot_retry)) => {
                     let boot_s = Some(session.boot_time().as_secs_f64());
-                    self.vms.insert(planned.variant, VariantVm::Up { session: Box::new(session), boot_s });
+                    self.vms.insert(planned.variant, VariantVm::Up { session: Box::new(session), boot_s, boot_retry });
                 }
                 Err(e) => {
                     let record = failed(e);
@@ -180,7 +182,7 @@ impl KernelVms {
                 }
             }
         }
-        let Some(VariantVm::Up { session, boot_s }) = self.vms.get_mut(&planned.variant) else {
+        let Some(VariantVm::Up { session, boot_s, boot_retry }) = self.vms.get_mut(&planned.variant) else {
             unreachable!("booted above")
         };
         // A read-only image is packed once on the host and written onto the
@@ -227,13 +229,40 @@ impl KernelVms {
             memory_mib: Some(summary.memory_mib),
             cmdline: variant.vm.as_ref().map(|spec| spec.cmdline.clone()).unwrap_or_default(),
             boot_s: boot_s.take(),
-            warnings: summary.warnings,
+            warnings: boot_retry.take().into_iter().chain(summary.warnings).collect(),
         });
         if !session.is_alive() {
             // Died during the run (panic, OOM, timeout): the next run boots a new one.
             self.vms.remove(&planned.variant);
         }
         record
+    }
+
+    /// Boot the variant's VM, and once more if that fails (unless the
+    /// experiment was interrupted): under emulation a guest can crash in
+    /// its first second where hardware would not (a 6.12 guest once died in
+    /// `hrtimer_start_range_ns` on an instruction TCG split), and one such
+    /// crash would otherwise fail every run of the variant. A kernel that
+    /// cannot boot fails twice and is reported as before; a second boot
+    /// that came up carries the first failure as a warning of its run.
+    fn boot_twice(
+        &self,
+        exp: &Experiment,
+        index: usize,
+        observer: &mut dyn Observer,
+    ) -> Result<(VmSession, Option<String>)> {
+        let first = match self.boot(exp, index, observer) {
+            Ok(session) => return Ok((session, None)),
+            Err(e) if crate::sys::signals::cancelled() => return Err(e),
+            Err(e) => e,
+        };
+        let name = &exp.variants[index].name;
+        let first_line = format!("{first:#}").lines().next().unwrap_or_default().to_string();
+        observer.message(&format!("warning: variant `{name}`: {first_line}; booting it once more"));
+        match self.boot(exp, index, observer) {
+            Ok(session) => Ok((session, Some(format!("the first boot failed, a second one came up: {first_line}")))),
+            Err(second) => Err(second.context("booted twice, and both boots failed (the second's error follows)")),
+        }
     }
 
     fn boot(&self, exp: &Experiment, index: usize, observer: &mut dyn Observer) -> Result<VmSession> {

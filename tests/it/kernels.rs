@@ -222,8 +222,8 @@ decisive = ["disk/busy_s"]
 }
 
 /// A garbage kernel file is refused before anything runs; a kernel that
-/// panics at boot fails its run with the console tail, and the variant's
-/// later runs fail at once instead of booting it again.
+/// panics at boot is booted once more, then fails its run with the console
+/// tail, and the variant's later runs fail at once instead of booting it again.
 #[test]
 fn a_kernel_that_cannot_boot_fails_its_runs_clearly() {
     let Some(deb) = vm_prerequisites("6.1.") else { return };
@@ -258,6 +258,9 @@ fn a_kernel_that_cannot_boot_fails_its_runs_clearly() {
     assert_eq!(broken.len(), 2);
     let first = broken[0].error.clone().unwrap_or_default();
     assert!(first.contains("Unable to mount root fs"), "the console tail is in the error: {first}");
+    // A boot that fails is tried once more (an emulator's crash is not the kernel's); this one fails twice.
+    assert!(first.contains("booted twice, and both boots failed"), "{first}");
+    assert!(shown.contains("booting it once more"), "the retry is said as it happens: {shown}");
     let second = broken[1].error.clone().unwrap_or_default();
     assert!(second.contains("did not boot earlier"), "{second}");
     assert!(runs.iter().filter(|r| r.variant == "host").all(|r| r.status == fslab::record::RunStatus::Ok));
