@@ -379,6 +379,25 @@ fn bisect_commits_boots_the_kernel_each_commit_names() {
     assert_eq!(leftovers(&t.work), Vec::<String>::new());
 }
 
+/// What both planted checks assert (this file's CPU-work one and
+/// `planted_kernel`'s read-path one) on `compare`'s rows of the store `db`:
+/// `base-again`'s instruction row decides and is neither regressed nor
+/// improved (A/A), `plus10`'s is `regressed`. Returns the rows and `plus10`'s row.
+pub(crate) fn planted_is_regressed_and_a_a_is_not(db: &str) -> (Vec<Value>, Value) {
+    let out = fslab(&["compare", "--db", db, "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let row = |variant: &str| -> Value {
+        let found = rows.iter().find(|r| r["variant"] == variant && r["metric"] == fslab::vm::icount::METRIC);
+        found.cloned().unwrap_or_else(|| panic!("no {} row for {variant}:\n{}", fslab::vm::icount::METRIC, text(&out)))
+    };
+    let (aa, planted) = (row("base-again"), row("plus10"));
+    assert_eq!((aa["unit"].as_str(), aa["decisive"].as_bool()), (Some("insn"), Some(true)), "{aa}");
+    assert_eq!(planted["verdict"], "regressed", "{planted}");
+    assert!(!["regressed", "improved"].contains(&aa["verdict"].as_str().unwrap()), "A/A decided: {aa}");
+    (rows, planted)
+}
+
 /// Under TCG every guest run also reports the guest instructions of its
 /// measured part (`vm/instructions`, counted by the QEMU plugin between the
 /// agent's marker NOPs), and they decide: examples/planted-cpu-work.toml
@@ -399,17 +418,7 @@ fn a_planted_ten_percent_of_guest_work_is_regressed_and_a_a_is_not() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     assert_eq!(leftovers(&t.work), Vec::<String>::new());
 
-    let out = fslab(&["compare", "--db", t.db_arg(), "--format", "json"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
-    let row = |variant: &str| -> &Value {
-        let found = rows.iter().find(|r| r["variant"] == variant && r["metric"] == fslab::vm::icount::METRIC);
-        found.unwrap_or_else(|| panic!("no {} row for {variant}:\n{}", fslab::vm::icount::METRIC, text(&out)))
-    };
-    let (aa, planted) = (row("base-again"), row("plus10"));
-    assert_eq!((aa["unit"].as_str(), aa["decisive"].as_bool()), (Some("insn"), Some(true)), "{aa}");
-    assert_eq!(planted["verdict"], "regressed", "{planted}");
-    assert!(!["regressed", "improved"].contains(&aa["verdict"].as_str().unwrap()), "A/A decided: {aa}");
+    let (rows, planted) = planted_is_regressed_and_a_a_is_not(t.db_arg());
     // The loop alone is about 0.25 G instructions; 10% more rounds count about 10% more.
     assert!(planted["mean_baseline"].as_f64().unwrap() > 1e8, "{planted}");
     let change = planted["change_pct"].as_f64().unwrap();
