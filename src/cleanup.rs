@@ -19,6 +19,9 @@ use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use std::time::Duration;
+
+use crate::media::connection::Connection;
 use crate::sys::blockdev::DevNum;
 use crate::sys::marker::{dir_owner, owner, stale, DirOwner, MARKER};
 use crate::testbed::mount::mounted_under;
@@ -105,6 +108,17 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&[PathBuf]>) -> CleanupRe
         stale_dirs.iter().filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned())).collect();
     let in_scope = |path: &str| within.is_none_or(|w| w.iter().any(|w| Path::new(path).starts_with(w)));
 
+    // A media server that is stopped, or slower than anyone will wait,
+    // holds every request to its mount, and with them the workload's
+    // processes (in D state) and the unmount of the filesystem on it:
+    // abort the connections of stale media mounts first (what was on them
+    // is discarded anyway), so nothing below waits on a server.
+    // Loop devices are found by their backing file's path, which an
+    // aborted server's exit can take away (its mount is detached lazily
+    // while the loop device holds the file): list them before aborting.
+    let loop_devices = loopdev::attached();
+    let aborted = abort_stale_media(&mut report, all, &in_scope);
+
     // cgroups first: killing their processes frees the mounts.
     let flavor = cgroup::detect();
     if let Some(cgroup::Flavor::V1(root) | cgroup::Flavor::V2(root)) = &flavor {
@@ -143,9 +157,9 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&[PathBuf]>) -> CleanupRe
 
     // Media servers' FUSE mounts hold the loop devices' backing files:
     // they go after the loop devices.
-    unmount_marked(&mut report, all, &in_scope, |m| !is_media(m));
+    unmount_marked(&mut report, all, &in_scope, &aborted, |m| !is_media(m));
 
-    for (device, backing) in loopdev::attached() {
+    for (device, backing) in loop_devices {
         let backing_str = backing.to_string_lossy();
         if !backing_str.contains(MARKER) || !in_scope(&backing_str) {
             continue;
@@ -160,7 +174,8 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&[PathBuf]>) -> CleanupRe
         }
     }
 
-    unmount_marked(&mut report, all, &in_scope, is_media);
+    unmount_marked(&mut report, all, &in_scope, &aborted, is_media);
+    stale_media_servers(&mut report, all, &in_scope);
 
     if within.is_none() {
         system_wide(&mut report, &flavor, all);
@@ -204,12 +219,78 @@ fn is_media(m: &mount::MountInfoLine) -> bool {
     m.fstype.starts_with("fuse") && m.source == crate::media::serve::SUBTYPE
 }
 
+/// The stale media mounts (marker-named, owner gone, in scope).
+fn stale_media_mounts(all: bool, in_scope: &dyn Fn(&str) -> bool) -> Vec<mount::MountInfoLine> {
+    let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    mount::parse_mountinfo(&text)
+        .into_iter()
+        .filter(|m| is_media(m) && m.mountpoint.contains(MARKER) && in_scope(&m.mountpoint))
+        .filter(|m| stale(&format!("{} {}", m.mountpoint, m.source), all))
+        .collect()
+}
+
+/// Abort the FUSE connection of every stale media mount (errors reported;
+/// an abort is not a removal, so it is not listed as one). Returns the
+/// testbed directories whose connection was aborted.
+fn abort_stale_media(report: &mut CleanupReport, all: bool, in_scope: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
+    let mut aborted = Vec::new();
+    for m in stale_media_mounts(all, in_scope) {
+        match Connection::of_line(&m).abort() {
+            Ok(()) => aborted.extend(Path::new(&m.mountpoint).parent().map(Path::to_path_buf)),
+            Err(e) => report.errors.push(format!("FUSE connection of {}: {e:#}", m.mountpoint)),
+        }
+    }
+    aborted
+}
+
+/// How long a stale media server gets to exit once its mount is gone.
+const SERVER_EXIT_GRACE: Duration = Duration::from_secs(2);
+
+/// Media servers (`fslab media-serve … --mountpoint <testbed>/media`)
+/// whose testbed's owner is gone and that outlived their mount: a stopped
+/// one never exits by itself. Killed (SIGKILL reaches a stopped process).
+fn stale_media_servers(report: &mut CleanupReport, all: bool, in_scope: &dyn Fn(&str) -> bool) {
+    let servers = || -> Vec<(i32, String)> {
+        let mounted: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
+            .map(|t| mount::parse_mountinfo(&t).into_iter().map(|m| m.mountpoint).collect())
+            .unwrap_or_default();
+        let mut found = Vec::new();
+        for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+            let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else { continue };
+            let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else { continue };
+            let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+            if args.get(1).map(String::as_str) != Some("media-serve") {
+                continue;
+            }
+            let Some(at) = args.iter().position(|a| a == "--mountpoint").and_then(|i| args.get(i + 1)) else { continue };
+            if at.contains(MARKER) && in_scope(at) && stale(at, all) && !mounted.contains(at) {
+                found.push((pid, at.clone()));
+            }
+        }
+        found
+    };
+    let deadline = std::time::Instant::now() + SERVER_EXIT_GRACE;
+    while !servers().is_empty() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for (pid, at) in servers() {
+        let killed = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
+        report.note(format!("media server process {pid} ({at})"), killed.map_err(Into::into));
+    }
+}
+
 /// Unmount the marker-named mounts `which` selects whose owner is gone,
 /// deepest first (in case anything was mounted inside a testbed).
+///
+/// In a testbed whose media connection was aborted (`aborted`), a mount
+/// still busy (a dead run's workload still inside, its I/O now failing) is
+/// detached lazily: the kernel frees it, and the loop device and FUSE mount
+/// under it, when the last user goes; waiting for that could be forever.
 fn unmount_marked(
     report: &mut CleanupReport,
     all: bool,
     in_scope: &dyn Fn(&str) -> bool,
+    aborted: &[PathBuf],
     which: impl Fn(&mount::MountInfoLine) -> bool,
 ) {
     let Ok(text) = fs::read_to_string("/proc/self/mountinfo") else { return };
@@ -222,7 +303,15 @@ fn unmount_marked(
     for m in mounts {
         let key = format!("{} {}", m.mountpoint, m.source);
         if stale(&key, all) {
-            report.note(format!("mount {}", m.mountpoint), mount::unmount(Path::new(&m.mountpoint)));
+            let target = Path::new(&m.mountpoint);
+            let unmounted = mount::unmount(target).or_else(|e| {
+                if !aborted.iter().any(|dir| target.starts_with(dir)) {
+                    return Err(e);
+                }
+                nix::mount::umount2(target, nix::mount::MntFlags::MNT_DETACH)
+                    .map_err(|detach| e.context(format!("detaching it lazily failed too: {detach}")))
+            });
+            report.note(format!("mount {}", m.mountpoint), unmounted);
         } else {
             report.in_use.push(format!("mount {}", m.mountpoint));
         }

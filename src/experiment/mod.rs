@@ -88,7 +88,15 @@ pub struct WorkloadConfig {
     pub decisive: Vec<String>,
 }
 
+/// Used when a workload sets no `timeout`.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
+
 impl WorkloadConfig {
+    /// How long one of its phases may take: `timeout`, or [`DEFAULT_TIMEOUT`].
+    pub fn timeout_or_default(&self) -> Duration {
+        self.timeout.unwrap_or(DEFAULT_TIMEOUT)
+    }
+
     pub fn kind(&self) -> &'static str {
         self.params.kind()
     }

@@ -75,8 +75,10 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
         return Err(src.err(variant_tables[MAX_VARIANTS].span.clone(), "variant", format!("at most {MAX_VARIANTS}")));
     }
     let mut variants: Vec<VariantConfig> = Vec::new();
+    let mut device_spans: Vec<Option<Span>> = Vec::new();
     for table in variant_tables {
-        let (variant, name_span, fs_span) = resolve_variant(src, table, &defaults, &kernel_cache)?;
+        let (variant, name_span, fs_span, device_span) = resolve_variant(src, table, &defaults, &kernel_cache)?;
+        device_spans.push(device_span);
         if let FsKind::Dir(path) = &variant.testbed.fs {
             if let Some(why) = system_dir(path) {
                 let msg = format!("{why}: a `dir:` testbed's runs create and delete files there");
@@ -117,6 +119,7 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
         workloads.push(workload);
     }
     check_read_only_workloads(src, &variants, &workloads, &kind_spans)?;
+    check_media_speed(src, &variants, &device_spans, &workloads)?;
     let baseline = match &file.baseline {
         None => variants[0].name.clone(),
         Some(b) => {
@@ -171,13 +174,13 @@ fn fraction(src: &Source, value: Option<&Spanned<f64>>, key: &str, default: f64)
     }
 }
 
-/// A variant, the span of its name and of its `fs`.
+/// A variant, the span of its name, of its `fs` and of its `device`.
 fn resolve_variant<'a>(
     src: &Source,
     mut table: Table<'a>,
     defaults: &Table<'a>,
     kernel_cache: &std::path::Path,
-) -> Result<(VariantConfig, Span, Span)> {
+) -> Result<(VariantConfig, Span, Span, Option<Span>)> {
     let header = table.span.clone();
     table.inherit(defaults);
     let image_table = table.split_off(&fs::image_keys());
@@ -248,7 +251,13 @@ fn resolve_variant<'a>(
     config.mkfs = keys.mkfs.as_ref().map(|m| m.get_ref().clone()).unwrap_or_default();
     config.throttle = keys.throttle.as_ref().map(|t| *t.get_ref()).unwrap_or_default();
     if let Some(d) = &keys.device {
-        let spec = crate::media::DeviceSpec::parse(d.get_ref()).map_err(|(key, msg)| src.err(d.span(), &key, msg))?;
+        let spec = crate::media::DeviceSpec::parse(d.get_ref())
+            .and_then(|spec| match kind.is_read_only_image() {
+                // A read-only image is as large as its content, known later.
+                true => Ok(spec),
+                false => spec.check_capacity(config.size.0).map(|()| spec),
+            })
+            .map_err(|(key, msg)| src.err(d.span(), &key, msg))?;
         config.device = Some(spec);
     }
     config.read_ahead_kb = keys.read_ahead_kb.as_ref().map(|r| *r.get_ref());
@@ -272,7 +281,54 @@ fn resolve_variant<'a>(
         }
     }
     let (kernel, vm) = super::place::resolve(src, keys.kernel.as_ref(), keys.vm.as_ref(), &kind, kernel_cache)?;
-    Ok((VariantConfig { name: name_text, testbed: config, kernel, vm }, name.span(), fs_value.span()))
+    let device_span = keys.device.as_ref().map(Spanned::span);
+    Ok((VariantConfig { name: name_text, testbed: config, kernel, vm }, name.span(), fs_value.span(), device_span))
+}
+
+/// A media model too slow for a workload's timeout: refused when one 4 KiB
+/// request (a write, or a read for a workload that only reads) takes longer
+/// than the timeout, as every run would time out; warned about, with the
+/// estimate, when writing the image once would (the workload may write
+/// less; no workload kind says how much it will write).
+fn check_media_speed(
+    src: &Source,
+    variants: &[VariantConfig],
+    device_spans: &[Option<Span>],
+    workloads: &[WorkloadConfig],
+) -> Result<()> {
+    use crate::human::duration_s;
+    for (variant, span) in variants.iter().zip(device_spans) {
+        let (Some(spec), Some(span)) = (&variant.testbed.device, span) else { continue };
+        let image_write_s = spec.sequential_write_s(variant.testbed.size.0);
+        for workload in workloads {
+            let timeout = workload.timeout_or_default().as_secs_f64();
+            let write = !workload.params.read_only() && !variant.testbed.fs.is_read_only_image();
+            let (least, key) = spec.least_request_s(write);
+            if least > timeout {
+                let msg = format!(
+                    "one 4 KiB {} on this model takes at least {} (mostly `{key}`), longer than workload `{}`'s \
+                     timeout ({}): every run would time out",
+                    if write { "write" } else { "read" },
+                    duration_s(least),
+                    workload.label,
+                    duration_s(timeout),
+                );
+                return Err(src.err(span.clone(), &format!("device.{key}"), msg));
+            }
+            if write && image_write_s > timeout {
+                let msg = format!(
+                    "writing the {} image once on this model takes about {}, longer than workload `{}`'s timeout \
+                     ({}): its runs time out if it writes that much",
+                    crate::units::Bytes(variant.testbed.size.0),
+                    duration_s(image_write_s),
+                    workload.label,
+                    duration_s(timeout),
+                );
+                crate::output::diagnostic(&format!("fslab: warning: {:#}", src.err(span.clone(), "device", msg)));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The image keys split off a variant: only on image kinds, each only on

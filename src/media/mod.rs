@@ -13,6 +13,7 @@
 //! One file per model ([`flash`], [`hdd`], [`ssd`], [`passthrough`]), the
 //! named presets in [`presets`]; [`MODELS`] is the list of model names.
 
+pub mod connection;
 pub mod evidence;
 pub mod flash;
 pub mod hdd;

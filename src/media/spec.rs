@@ -9,7 +9,7 @@ use super::flash::{Flash, FlashParams, Gc};
 use super::hdd::{Hdd, HddParams};
 use super::passthrough::Passthrough;
 use super::ssd::{Ssd, SsdParams};
-use super::{presets, Model, MODELS};
+use super::{presets, Model, Op, MODELS};
 use crate::units::{Bytes, Seconds};
 
 /// A checked medium: what a variant's `device` resolved to.
@@ -58,6 +58,73 @@ impl DeviceSpec {
             ("max_sectors_kb", (super::serve::MAX_REQUEST / 1024).to_string()),
             ("rotational", if rotational { "1" } else { "0" }.to_string()),
         ]
+    }
+
+    /// An AU must fit in the image it serves (`au = "1GiB"` on a 128 MiB
+    /// image is a model of a different card). Errors as [`DeviceSpec::parse`].
+    pub fn check_capacity(&self, capacity: u64) -> Result<(), (String, String)> {
+        match &self.params {
+            MediaParams::Flash(p) if p.au > capacity => Err((
+                "device.au".into(),
+                format!(
+                    "{} is larger than the {} image it serves (an allocation unit must fit in it)",
+                    Bytes(p.au),
+                    Bytes(capacity)
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+
+    /// The least one 4 KiB write (`write`) or read costs on this medium,
+    /// in seconds, and the parameter that costs most of it: no request of
+    /// a workload that writes (or reads) can take less.
+    pub fn least_request_s(&self, write: bool) -> (f64, &'static str) {
+        const BLOCK: f64 = 4096.0;
+        let per_byte = |mbps: f64| if mbps > 0.0 { BLOCK / (mbps * 1e6) } else { 0.0 };
+        let parts: Vec<(f64, &'static str)> = match (&self.params, write) {
+            (MediaParams::Flash(p), true) => {
+                vec![(p.program_latency, "program_latency"), (per_byte(p.write_mbps), "write_mbps")]
+            }
+            (MediaParams::Flash(p), false) => {
+                vec![(p.read_latency, "read_latency"), (per_byte(p.read_mbps), "read_mbps")]
+            }
+            (MediaParams::Hdd(p), _) => vec![(per_byte(p.mbps), "mbps")],
+            (MediaParams::Ssd(p), true) => {
+                vec![(p.write_latency, "write_latency"), (per_byte(p.write_mbps), "write_mbps")]
+            }
+            (MediaParams::Ssd(p), false) => vec![(p.read_latency, "read_latency"), (per_byte(p.read_mbps), "read_mbps")],
+            (MediaParams::Passthrough, _) => vec![(0.0, "model")],
+        };
+        let total = parts.iter().map(|(s, _)| s).sum();
+        let key = parts.iter().max_by(|a, b| a.0.total_cmp(&b.0)).map_or("model", |(_, k)| k);
+        (total, key)
+    }
+
+    /// The most one request the server takes ([`super::serve::MAX_REQUEST`])
+    /// can cost, in seconds: a full-size write that closes two AUs with
+    /// their copies, a full stroke and a turn, whichever the model has.
+    pub fn slowest_request_s(&self) -> f64 {
+        let max = f64::from(super::serve::MAX_REQUEST);
+        let at = |mbps: f64| if mbps > 0.0 { max / (mbps * 1e6) } else { 0.0 };
+        match &self.params {
+            MediaParams::Flash(p) => {
+                let gc = if p.gc == Gc::AuCopy && p.copy_mbps > 0.0 { 2.0 * p.au as f64 / (p.copy_mbps * 1e6) } else { 0.0 };
+                (p.program_latency + at(p.write_mbps) + gc).max(p.read_latency + at(p.read_mbps))
+            }
+            MediaParams::Hdd(p) => p.seek_full + 60.0 / f64::from(p.rpm.max(1)) + at(p.mbps),
+            MediaParams::Ssd(p) => (p.write_latency + at(p.write_mbps)).max(p.read_latency + at(p.read_mbps)),
+            MediaParams::Passthrough => 0.0,
+        }
+    }
+
+    /// Seconds this medium, fresh, takes to write `bytes` from the start
+    /// in requests of the largest size the server takes: the model itself
+    /// charges each.
+    pub fn sequential_write_s(&self, bytes: u64) -> f64 {
+        let mut model = self.model(bytes);
+        let step = u64::from(super::serve::MAX_REQUEST);
+        (0..bytes.div_ceil(step)).map(|i| model.charge(Op::Write, i * step, step.min(bytes - i * step)).total()).sum()
     }
 
     /// Parse a `device` value (an inline table). Errors are the message

@@ -14,8 +14,7 @@ use crate::testbed::image::{self, PreparedImage};
 use crate::testbed::{DeviceOptIn, Testbed};
 use crate::workload::{RunContext, Workload};
 
-/// Used when a workload sets no `timeout`.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(3600);
+pub use crate::experiment::DEFAULT_TIMEOUT;
 
 /// Where and how a run is carried out: the same on the host and inside a
 /// guest (where the work directory is the guest's own, the cache is the
@@ -118,8 +117,13 @@ fn measure(
     record.mount = bed.mount_facts.clone();
     record.geometry = bed.geometry();
     record.notes.extend(bed.notes.iter().cloned());
-    let timeout = config.timeout.unwrap_or(DEFAULT_TIMEOUT);
+    let timeout = config.timeout_or_default();
+    // Each phase's deadline is also the media server's: requests still
+    // waiting on it past the deadline lose the device (see media::host).
     let ctx = |deadline: Instant| {
+        if let Some(server) = &bed.media {
+            server.watch_deadline(Some(deadline));
+        }
         RunContext::new(bed.root(), env.cache_dir.clone()).with_cgroup(bed.cgroup_procs()).with_deadline(Some(deadline))
     };
 
@@ -137,6 +141,17 @@ fn measure(
         result
     });
     let cleaned = workload.cleanup(&ctx(Instant::now() + timeout)).context("workload cleanup");
+    // A run whose device went away (its media server died, was stopped or
+    // did not answer) failed, whatever the workload said: its writes
+    // failed under it, and its numbers are not the medium's.
+    let measured = match (measured, bed.media.as_ref().map(|server| server.check())) {
+        (Ok(_), Some(Err(lost))) => Err(lost),
+        (Err(e), Some(Err(lost))) => Err(lost.context(format!("{e:#}"))),
+        (measured, _) => measured,
+    };
+    if let Some(server) = &bed.media {
+        server.watch_deadline(None);
+    }
     // Before teardown frees the image: a full host disk reaches the
     // workload as I/O errors, so say what really happened.
     let measured = match (measured, bed.host_full()) {

@@ -32,6 +32,7 @@ mod kernels;
 mod layers;
 mod lifecycle;
 mod media;
+mod media_faults;
 mod pipes;
 mod planted_kernel;
 mod probe;
