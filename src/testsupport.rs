@@ -23,3 +23,13 @@ pub fn root_or_skip(what: &str) -> bool {
     skip(&format!("{what} needs root"));
     false
 }
+
+/// A "did not hang" check: the step begun at `started` ended within `bound`,
+/// which must be many times (10x or more) what the step takes on an idle
+/// machine, so that a loaded machine cannot fail it. A duration compared
+/// with an expectation is a measurement instead and belongs in a `timing_…`
+/// test (tests/it/test_rules.rs checks that).
+pub fn did_not_hang(started: std::time::Instant, bound: std::time::Duration, what: &str) {
+    let took = started.elapsed();
+    assert!(took < bound, "{what} took {took:.1?}, more than the {bound:?} it may take without hanging");
+}

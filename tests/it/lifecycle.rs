@@ -75,7 +75,7 @@ fn signal_test(signal: nix::sys::signal::Signal, expected: i32) {
     nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), signal).unwrap();
     let started = Instant::now();
     let (code, stderr) = finish(child);
-    assert!(started.elapsed() < Duration::from_secs(30), "fslab took too long to stop");
+    fslab::testsupport::did_not_hang(started, Duration::from_secs(30), "fslab stopping");
     assert_eq!(code, Some(expected), "128 + the signal: {stderr}");
     assert!(stderr.contains("interrupted"), "{stderr}");
     assert_eq!(common::leftovers(&needle), Vec::<String>::new());

@@ -41,6 +41,7 @@ mod rofs;
 mod safety;
 mod spec;
 mod store_cli;
+mod test_rules;
 mod testbed;
 mod verdicts;
 mod vm;

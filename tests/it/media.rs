@@ -92,7 +92,7 @@ fn fio_runtime_s(device: &Path, options: &str) -> f64 {
 /// Path fidelity: the time requests take through loop → FUSE is the time
 /// the model charged (±10%), and the model sees each request whole.
 #[test]
-fn requests_take_the_time_the_model_charged_and_arrive_whole() {
+fn timing_requests_take_the_time_the_model_charged_and_arrive_whole() {
     if !ready() {
         return;
     }

@@ -171,7 +171,7 @@ fn a_throttled_device_is_measurably_slower() {
 }
 
 #[test]
-fn buffered_writeback_is_throttled_too() {
+fn timing_buffered_writeback_is_throttled_too() {
     if !common::root_or_skip() {
         return;
     }

@@ -428,7 +428,7 @@ fn shell1_has_unixbench_s_process_structure() {
 }
 
 #[test]
-fn shell1_copies_stop_at_the_duration() {
+fn timing_shell1_copies_stop_at_the_duration() {
     if !common::root_or_skip() {
         return;
     }
