@@ -258,11 +258,14 @@ fn stale_media_servers(report: &mut CleanupReport, all: bool, in_scope: &dyn Fn(
         for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
             let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else { continue };
             let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else { continue };
-            let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+            let args: Vec<String> =
+                cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
             if args.get(1).map(String::as_str) != Some("media-serve") {
                 continue;
             }
-            let Some(at) = args.iter().position(|a| a == "--mountpoint").and_then(|i| args.get(i + 1)) else { continue };
+            let Some(at) = args.iter().position(|a| a == "--mountpoint").and_then(|i| args.get(i + 1)) else {
+                continue;
+            };
             if at.contains(MARKER) && in_scope(at) && stale(at, all) && !mounted.contains(at) {
                 found.push((pid, at.clone()));
             }

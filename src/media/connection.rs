@@ -44,10 +44,7 @@ impl Connection {
 
     /// The connection of a mountinfo line (a FUSE mount's).
     pub fn of_line(m: &crate::sys::mountinfo::MountInfo) -> Connection {
-        Connection {
-            mountpoint: PathBuf::from(&m.mountpoint),
-            dev: (u64::from(m.major) << 20) | u64::from(m.minor),
-        }
+        Connection { mountpoint: PathBuf::from(&m.mountpoint), dev: (u64::from(m.major) << 20) | u64::from(m.minor) }
     }
 
     fn dir(&self) -> PathBuf {

@@ -261,17 +261,17 @@ impl MediaServer {
 
     /// The run's account so far.
     pub fn evidence(&self) -> Result<Evidence> {
-        self.ask("the evidence", |mountpoint| serve::read_evidence(mountpoint))
+        self.ask("the evidence", serve::read_evidence)
     }
 
     /// Start a new account and pace replies at the medium's speed.
     pub fn reset_evidence(&self) -> Result<()> {
-        self.ask("a new account", |mountpoint| serve::reset_evidence(mountpoint))
+        self.ask("a new account", serve::reset_evidence)
     }
 
     /// Stop pacing (the model still charges every request).
     pub fn pause(&self) -> Result<()> {
-        self.ask("to stop pacing", |mountpoint| serve::pause(mountpoint))
+        self.ask("to stop pacing", serve::pause)
     }
 
     /// Requests still waiting when `deadline` has passed (by
@@ -325,7 +325,9 @@ impl MediaServer {
                     self.check()?;
                     return Err(e);
                 }
-                Err(mpsc::RecvTimeoutError::Disconnected) => bail!("the thread asking the media server for {what} died"),
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    bail!("the thread asking the media server for {what} died")
+                }
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     self.check()?;
                     if Instant::now() > deadline {

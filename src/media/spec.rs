@@ -93,7 +93,9 @@ impl DeviceSpec {
             (MediaParams::Ssd(p), true) => {
                 vec![(p.write_latency, "write_latency"), (per_byte(p.write_mbps), "write_mbps")]
             }
-            (MediaParams::Ssd(p), false) => vec![(p.read_latency, "read_latency"), (per_byte(p.read_mbps), "read_mbps")],
+            (MediaParams::Ssd(p), false) => {
+                vec![(p.read_latency, "read_latency"), (per_byte(p.read_mbps), "read_mbps")]
+            }
             (MediaParams::Passthrough, _) => vec![(0.0, "model")],
         };
         let total = parts.iter().map(|(s, _)| s).sum();
@@ -109,7 +111,8 @@ impl DeviceSpec {
         let at = |mbps: f64| if mbps > 0.0 { max / (mbps * 1e6) } else { 0.0 };
         match &self.params {
             MediaParams::Flash(p) => {
-                let gc = if p.gc == Gc::AuCopy && p.copy_mbps > 0.0 { 2.0 * p.au as f64 / (p.copy_mbps * 1e6) } else { 0.0 };
+                let gc =
+                    if p.gc == Gc::AuCopy && p.copy_mbps > 0.0 { 2.0 * p.au as f64 / (p.copy_mbps * 1e6) } else { 0.0 };
                 (p.program_latency + at(p.write_mbps) + gc).max(p.read_latency + at(p.read_mbps))
             }
             MediaParams::Hdd(p) => p.seek_full + 60.0 / f64::from(p.rpm.max(1)) + at(p.mbps),

@@ -121,7 +121,11 @@ impl FaultRun {
             std::thread::sleep(Duration::from_millis(20));
         }
         let out = self.child.take().unwrap().wait_with_output().unwrap();
-        Some((out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into()))
+        Some((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into(),
+            String::from_utf8_lossy(&out.stderr).into(),
+        ))
     }
 
     /// The one stored run: its status and error.
@@ -267,62 +271,6 @@ fn timing_a_crawling_model_fails_the_run_soon_after_its_timeout() {
     run.assert_nothing_left();
 }
 
-/// `fslab cleanup` after fslab was SIGKILLed while its media server was
-/// stopped: it aborts the stopped server's connection, unmounts, kills
-/// the server and removes everything, instead of hanging on the mount.
-#[test]
-fn timing_cleanup_does_not_hang_on_a_stopped_servers_mount() {
-    if !ready() {
-        return;
-    }
-    let _serial = crate::safety::cleanup_lock();
-    let mut run = FaultRun::start("{ model = \"sdcard\" }", "10m", 40);
-    let server = run.server_when_measuring();
-    signal(server, libc::SIGSTOP);
-    let mut child = run.child.take().unwrap();
-    child.kill().unwrap();
-    let _ = child.wait();
-    let started = Instant::now();
-    let mut cleanup = Command::new(common::fslab_bin())
-        .arg("cleanup")
-        .arg("--workdir")
-        .arg(run.work())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    while cleanup.try_wait().unwrap().is_none() {
-        if started.elapsed() > Duration::from_secs(30) {
-            let _ = cleanup.kill();
-            panic!("fslab cleanup still running after 30 s");
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = cleanup.wait_with_output().unwrap();
-    eprintln!("cleanup of a stopped server's testbed took {:.2} s", started.elapsed().as_secs_f64());
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stdout}\n{}\nholding it: {:?}", String::from_utf8_lossy(&out.stderr), holders(&run.work()));
-    run.assert_nothing_left();
-}
-
-/// Processes whose working directory is under `dir`: pid, state, wait channel, command line.
-fn holders(dir: &Path) -> Vec<String> {
-    std::fs::read_dir("/proc")
-        .unwrap()
-        .flatten()
-        .filter_map(|e| {
-            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
-            let cwd = std::fs::read_link(e.path().join("cwd")).ok()?;
-            if !cwd.starts_with(dir) {
-                return None;
-            }
-            let wchan = std::fs::read_to_string(e.path().join("wchan")).unwrap_or_default();
-            let cmdline = String::from_utf8_lossy(&std::fs::read(e.path().join("cmdline")).ok()?).replace('\0', " ");
-            Some(format!("{pid} {} {wchan} {cmdline}", proc_state(pid)))
-        })
-        .collect()
-}
-
 /// The experiment file of one `ext4` variant on `device` (line 7) and a
 /// `workload` (from line 9), parsed from `exp.toml`.
 fn load(size: &str, device: &str, workload: &str) -> anyhow::Result<fslab::experiment::Experiment> {
@@ -352,8 +300,9 @@ fn an_allocation_unit_larger_than_the_image_is_refused() {
 /// `timeout = "20s"`.
 #[test]
 fn a_model_too_slow_for_the_timeout_is_refused_with_the_estimate() {
-    let err = load("128MiB", "{ model = \"sdcard\", program_latency = \"1h\" }", "kind = \"command\"\ncommand = \"true\"")
-        .expect_err("one write takes an hour");
+    let err =
+        load("128MiB", "{ model = \"sdcard\", program_latency = \"1h\" }", "kind = \"command\"\ncommand = \"true\"")
+            .expect_err("one write takes an hour");
     let text = format!("{err:#}");
     common::bed::assert_points_at(&text, 7, "device.program_latency");
     assert!(text.contains("timeout"), "{text}");
