@@ -112,6 +112,9 @@ pub fn classify(error: &anyhow::Error) -> Exit {
     if let Some(c) = error.chain().find_map(|e| e.downcast_ref::<Classified>()) {
         return c.exit;
     }
+    if error.chain().any(|e| e.downcast_ref::<crate::sys::trusted::Untrusted>().is_some()) {
+        return Exit::Usage; // a directory the user chose (or left) another user's
+    }
     if is_no_space(error) {
         return Exit::Environment;
     }

@@ -185,4 +185,10 @@ impl Experiment {
     pub fn cache_dir(&self) -> PathBuf {
         self.workdir.join("cache")
     }
+
+    /// Where this experiment's kernels are unpacked, built and downloaded
+    /// ([`crate::kernel::cache_dir`]).
+    pub fn kernel_cache(&self) -> PathBuf {
+        crate::kernel::cache_dir(&self.workdir)
+    }
 }

@@ -277,7 +277,7 @@ pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
         return Err(BuildToolsMissing(missing).into());
     }
     let builds = builds_dir(cache);
-    fs::create_dir_all(&builds).with_context(|| format!("creating {}", builds.display()))?;
+    crate::sys::trusted::ensure_dir(&builds).context("the kernel cache")?;
     let mut patches = Vec::new();
     for p in &req.patches {
         patches

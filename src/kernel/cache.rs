@@ -25,7 +25,7 @@ pub fn entry(kernels: &Path, key: &str, build: impl FnOnce(&Path) -> Result<()>)
     if done.is_dir() {
         return Ok(done);
     }
-    fs::create_dir_all(kernels).with_context(|| format!("creating kernel cache {}", kernels.display()))?;
+    crate::sys::trusted::ensure_dir(kernels).context("the kernel cache")?;
     let lock_path = kernels.join(format!(".{key}.lock"));
     let _lock = lock(&lock_path)?;
     if done.is_dir() {

@@ -212,8 +212,7 @@ impl Archive {
     fn lay_out(&self) -> Result<()> {
         for dir in ["etc/sources.list.d", "etc/preferences.d", "state/lists/partial", "cache/archives/partial", "debs"]
         {
-            let d = self.root.join(dir);
-            fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+            crate::sys::trusted::ensure_dir(&self.root.join(dir)).context("the kernel cache")?;
         }
         let sources: String = SUITES
             .iter()

@@ -598,7 +598,7 @@ pub struct ModelDevice {
 impl ModelDevice {
     /// Serve `spec` on a fresh `size`-byte image under `workdir`.
     pub fn start(spec: &DeviceSpec, workdir: &Path, size: u64) -> Result<ModelDevice> {
-        std::fs::create_dir_all(workdir).with_context(|| format!("creating work directory {}", workdir.display()))?;
+        crate::sys::trusted::ensure_dir(workdir).context("the work directory")?;
         crate::testbed::workdirs::record(workdir);
         let (dir, _) = crate::sys::marker::create_marked_dir(workdir)?;
         let mut bed = ModelDevice { dir, server: None, device: None };

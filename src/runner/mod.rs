@@ -69,6 +69,7 @@ pub struct RunSummary {
 /// `--device` by the caller.)
 pub fn dry_run_checks(exp: &Experiment, opts: &RunOptions) -> Result<()> {
     preflight::check_system_dirs(exp, opts)?;
+    preflight::check_trusted_dirs(exp, false)?;
     preflight::check_tools(exp, opts)?;
     preflight::check_media(exp)?;
     place::check_vm_tools(exp)
@@ -97,6 +98,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     let exp = &exp;
     preflight::check_privileges(exp)?;
     preflight::check_system_dirs(exp, opts)?;
+    preflight::check_trusted_dirs(exp, true)?;
     preflight::check_tools(exp, opts)?;
     preflight::check_media(exp)?;
     place::check_vm_tools(exp)?;

@@ -271,8 +271,7 @@ impl KernelVms {
         let spec = variant.vm.clone().unwrap_or_default();
         let config = vm_config(exp, variant, &spec);
         // Shown read-only in the guest, so it must exist (a workload without inputs never made it).
-        std::fs::create_dir_all(exp.cache_dir())
-            .with_context(|| format!("creating the input cache {}", exp.cache_dir().display()))?;
+        crate::sys::trusted::ensure_dir(&exp.cache_dir()).context("the input cache")?;
         observer.message(&format!(
             "booting kernel {} for variant `{}` ({} CPUs, {} MiB, accel {})",
             kernel.release,
@@ -336,7 +335,7 @@ fn image_for_guest(
 /// named by the package's content hash, so one cache can serve every
 /// experiment (a package unpacks to hundreds of MB).
 fn kernel_cache(exp: &Experiment) -> PathBuf {
-    kernel::cache_dir(&exp.workdir)
+    exp.kernel_cache()
 }
 
 /// The VM of `variant`: sized as its `vm` says, a testbed disk as large as

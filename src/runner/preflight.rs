@@ -13,6 +13,7 @@ use crate::cleanup;
 use crate::exit;
 use crate::experiment::{Experiment, FsKind};
 use crate::sys::exec::have_program;
+use crate::sys::trusted;
 use crate::testbed::{space, workdirs, Medium};
 use crate::units::Bytes;
 use crate::workload::Workload;
@@ -52,6 +53,35 @@ pub fn check_system_dirs(exp: &Experiment, opts: &RunOptions) -> Result<()> {
         "refusing to use a system directory:\n  {}\n(pass --allow-system-dir if you really mean it)",
         problems.join("\n  ")
     )))
+}
+
+/// The directories a run writes in as root (the work directory and its
+/// input cache, `dir:` testbeds, the kernel cache when a variant boots a
+/// kernel, the per-host registry of running experiments) must be owned by
+/// root or this user and reached through no link or directory another user
+/// could change (exit 2 naming the owner: [`trusted`]). A real run creates
+/// what is missing (0755); a dry run checks what exists and creates nothing.
+pub fn check_trusted_dirs(exp: &Experiment, create: bool) -> Result<()> {
+    let mut places =
+        vec![("the work directory".to_string(), exp.workdir.clone()), ("the input cache".to_string(), exp.cache_dir())];
+    // Only root writes it (for other users it is best effort).
+    if nix::unistd::geteuid().is_root() {
+        let registry = Path::new(crate::store::owner::REGISTRY_ROOT).join(crate::store::owner::REGISTRY_DIR);
+        places.push(("the registry of running experiments".to_string(), registry));
+    }
+    for v in &exp.variants {
+        if let FsKind::Dir(path) = &v.testbed.fs {
+            places.push((format!("the `dir:` testbed of variant `{}`", v.name), path.clone()));
+        }
+    }
+    if exp.variants.iter().any(|v| v.kernel.is_some()) {
+        places.push(("the kernel cache".to_string(), exp.kernel_cache()));
+    }
+    for (what, dir) in places {
+        let checked = if create { trusted::ensure_dir(&dir).map(drop) } else { trusted::check_existing(&dir) };
+        checked.map_err(|e| exit::usage(anyhow::Error::new(e).context(what)))?;
+    }
+    Ok(())
 }
 
 /// The host tools the testbeds need (mkfs, packers, losetup, mount) must be

@@ -92,11 +92,11 @@ pub fn register(store: &Store, id: i64, workdir: &Path) -> Running {
         experiment_id: id,
         workdir: Some(workdir),
     };
-    let written = file.parent().map_or(Ok(()), std::fs::create_dir_all).and_then(|()| {
+    // Whole or not at all (a reader never sees a half-written file), in a
+    // directory root may trust, never through a link.
+    let written = file.parent().map_or(Ok(()), |d| crate::sys::trusted::ensure_dir_io(d).map(drop)).and_then(|()| {
         let json = serde_json::to_string(&registration).map_err(std::io::Error::other)?;
-        // Whole or not at all: a reader never sees a half-written file.
-        let tmp = file.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, json).and_then(|()| std::fs::rename(&tmp, &file))
+        crate::sys::trusted::write_replacing(&file, json.as_bytes())
     });
     Running { file: written.is_ok().then_some(file), sharing }
 }

@@ -40,7 +40,7 @@ pub fn is_connection_lost(err: &anyhow::Error) -> bool {
 /// Writes `run` to `workdir`'s spool (whole or not at all); returns its path.
 pub fn write(workdir: &Path, run: &SpooledRun) -> Result<PathBuf> {
     let dir = dir(workdir);
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    crate::sys::trusted::ensure_dir(&dir)?;
     let file = dir.join(format!("{}.json", run.run_uuid));
     let tmp = dir.join(format!(".{}.tmp", run.run_uuid));
     std::fs::write(&tmp, serde_json::to_vec_pretty(run)?).with_context(|| format!("writing {}", tmp.display()))?;

@@ -11,6 +11,7 @@ pub mod marker;
 pub mod modules;
 pub mod mountinfo;
 pub mod signals;
+pub mod trusted;
 
 /// `uname -r` of the running kernel (empty when `/proc` cannot say).
 pub fn kernel_release() -> String {

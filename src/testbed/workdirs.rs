@@ -2,7 +2,7 @@
 //! the ones fslab recorded itself (so `fslab cleanup` knows where to look
 //! and never looks anywhere else), and the system directories it refuses.
 
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{Read, Seek, Write};
 use std::os::fd::AsRawFd;
 use std::path::{Component, Path, PathBuf};
@@ -81,13 +81,9 @@ fn parse_registry(text: &str) -> Vec<PathBuf> {
 /// fslab processes record at the same time); directories that no longer
 /// exist are dropped, so the file stays small.
 fn update_registry(change: impl FnOnce(&mut Vec<PathBuf>)) -> std::io::Result<()> {
-    fs::create_dir_all(DEFAULT_WORKDIR)?;
-    let mut file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(Path::new(DEFAULT_WORKDIR).join(REGISTRY))?;
+    // Root writes it: never in a directory another user owns, never through a link.
+    let root = crate::sys::trusted::ensure_dir_io(Path::new(DEFAULT_WORKDIR))?;
+    let mut file = crate::sys::trusted::open_rw_nofollow(&root.join(REGISTRY))?;
     // SAFETY: flock on a descriptor we own; released when `file` closes.
     if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) } != 0 {
         return Err(std::io::Error::last_os_error());

@@ -253,7 +253,7 @@ impl VmSession {
             bail!("a VM needs at least 1 CPU and 128 MiB (got {} CPUs, {} MiB)", config.cpus, config.memory_mib);
         }
 
-        fs::create_dir_all(workdir).with_context(|| format!("creating work directory {workdir_str}"))?;
+        crate::sys::trusted::ensure_dir(workdir).with_context(|| format!("the work directory {workdir_str}"))?;
         let (dir, name) = crate::sys::marker::create_marked_dir(workdir)?;
         let exchange = dir.join("exchange");
         let mut session = VmSession {

@@ -84,7 +84,7 @@ pub fn ensure_archive(listing: &Listing, spec: &ArchiveSpec, cache_dir: &Path) -
     if path.is_file() {
         return Ok(path);
     }
-    fs::create_dir_all(cache_dir).with_context(|| format!("creating archive cache {}", cache_dir.display()))?;
+    crate::sys::trusted::ensure_dir(cache_dir).context("the archive cache")?;
 
     // Unique per process and call, so concurrent builders (threads or
     // processes) never share a temp file; the last rename wins, and all of

@@ -11,6 +11,7 @@ mod dry_run;
 mod exit_codes;
 mod resume;
 mod space;
+mod trusted_dirs;
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
