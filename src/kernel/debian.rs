@@ -210,9 +210,14 @@ impl Archive {
 
     /// Create the private layout (idempotent).
     fn lay_out(&self) -> Result<()> {
+        // The archive's root must be one root may trust; inside it apt owns
+        // its `partial` directories (it hands them to its unprivileged
+        // `_apt` user for downloads), so only the root is checked.
+        crate::sys::trusted::ensure_dir(&self.root).context("the kernel cache")?;
         for dir in ["etc/sources.list.d", "etc/preferences.d", "state/lists/partial", "cache/archives/partial", "debs"]
         {
-            crate::sys::trusted::ensure_dir(&self.root.join(dir)).context("the kernel cache")?;
+            let d = self.root.join(dir);
+            fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
         }
         let sources: String = SUITES
             .iter()
