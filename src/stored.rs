@@ -274,12 +274,15 @@ pub struct VariantKernel {
     /// testbed; `None` when the config or rules could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub findings: Option<Vec<StoredFinding>>,
-    /// The Debian package the kernel came from, when it came from one.
+    /// VM variants: what the kernel source resolved to, as its kind records
+    /// it (the archive package and version, the commit and its build, the
+    /// files): exactly what ran. Stores written before the kinds were one
+    /// registry kept `package` and `build` instead; those are not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub package: Option<KernelPackage>,
-    /// How the kernel was built, when fslab built it (`kernel = { source = … }`).
+    pub origin: Option<crate::kernel::KernelSource>,
+    /// VM variants: the image booted (in the kernel cache, for `kernel prune`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub build: Option<crate::kernel::build::KernelBuild>,
+    pub image: Option<std::path::PathBuf>,
 }
 
 /// The Debian package a kernel came from (the resolver's own record).
@@ -317,7 +320,7 @@ mod tests {
                 .unwrap();
         assert_eq!(env.host.kernel_release, "6.1");
         assert_eq!(env.kernels["a"].findings, None);
-        assert_eq!(env.kernels["a"].package, None);
+        assert_eq!(env.kernels["a"].origin, None);
         assert!(env.owner.is_none());
         let plan: StoredPlan =
             parse(1, "plan", r#"{"experiment":{"repetitions":{"min":5,"max":20},"name":"x"}}"#).unwrap();

@@ -149,6 +149,27 @@ impl DbArg {
     }
 }
 
+/// Where kernels are downloaded, unpacked and built: one rule for every
+/// command that touches kernels ([`fslab::kernel::cache_dir`]), one flag
+/// group flattened into each of them.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct KernelCacheArg {
+    /// Where kernels are downloaded, unpacked and built [default: $FSLAB_KERNEL_CACHE, else WORKDIR/cache,
+    /// WORKDIR being --workdir, else the file's `workdir`, else /var/tmp/fslab]
+    #[arg(long = "kernel-cache", value_name = "DIR", global = true)]
+    pub kernel_cache: Option<std::path::PathBuf>,
+}
+
+impl KernelCacheArg {
+    /// The overrides an experiment file is read with.
+    pub fn overrides(&self, workdir: Option<&std::path::Path>) -> fslab::experiment::Overrides {
+        fslab::experiment::Overrides {
+            workdir: workdir.map(std::path::Path::to_path_buf),
+            kernel_cache: self.kernel_cache.clone(),
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Run the ext4 mb_optimize_scan SD-card example end to end and print the verdict.
@@ -177,7 +198,7 @@ enum Command {
     Kconfig(inspect::KconfigArgs),
     /// Measure a device (or a media model) flashbench-style and print the `device = { … }` line that emulates it.
     Device(device::DeviceArgs),
-    /// Kernels for `kernel = "debian:…"` variants: list cached and available ones, fetch, prune the cache.
+    /// Kernels under test: list cached and available ones, fetch, build, export and import, prune the cache.
     Kernel(kernel::KernelArgs),
     /// Parse, summarize, compare and record iostat logs (from any machine).
     Iostat(iostat::IostatArgs),
@@ -275,6 +296,45 @@ mod tests {
                 out.push((name, sub.clone()));
             }
         }
+    }
+
+    /// Commands that read experiment files or the kernel cache: each takes
+    /// the one `--kernel-cache` flag and a `--workdir`, so every one of them
+    /// finds kernels where the others do (issue 28.4).
+    const TOUCH_KERNELS: &[&str] = &[
+        "run",
+        "kernel list",
+        "kernel fetch",
+        "kernel build",
+        "kernel prune",
+        "kernel export",
+        "kernel import",
+        "bisect-kconfig",
+        "bisect-commits",
+        "vm-probe",
+        "plan",
+    ];
+
+    #[test]
+    fn every_command_that_touches_kernels_takes_the_one_cache_flag() {
+        let mut all = Vec::new();
+        // Built, so a group's global flags reach its subcommands.
+        let mut root = super::Cli::command();
+        root.build();
+        leaves(&root, "", &mut all);
+        let mut missing = Vec::new();
+        for name in TOUCH_KERNELS {
+            let Some((_, cmd)) = all.iter().find(|(n, _)| n == name) else {
+                missing.push(format!("{name}: no such command"));
+                continue;
+            };
+            for flag in ["kernel-cache", "workdir"] {
+                if !cmd.get_arguments().any(|a| a.get_long() == Some(flag)) {
+                    missing.push(format!("{name}: no --{flag}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
     }
 
     /// Every command that prints results takes `--format`, and `--json` as

@@ -26,7 +26,7 @@ const SCHEDULERS: &[&str] = &["none", "mq-deadline", "bfq", "kyber"];
 const MAX_VARIANTS: usize = 64;
 const MAX_WORKLOADS: usize = 64;
 
-pub(super) fn resolve(src: &Source) -> Result<Experiment> {
+pub(super) fn resolve(src: &Source, overrides: &super::Overrides) -> Result<Experiment> {
     let mut top = Table::parse_document(src)?;
     let defaults = top.take_table(src, "defaults")?;
     let variant_tables = top.take_tables(src, "variant")?;
@@ -34,9 +34,13 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
     let workdir_span = top.key_span("workdir");
     let file: TopKeys = top.parse(src)?;
     let mut system_paths = Vec::new();
-    let workdir = PathBuf::from(file.workdir.clone().unwrap_or_else(|| DEFAULT_WORKDIR.to_string()));
-    // Archive kernels (`debian:…`) are looked up in the kernel cache's lists.
-    let kernel_cache = crate::kernel::cache_dir(&workdir);
+    let workdir = match &overrides.workdir {
+        Some(dir) => dir.clone(),
+        None => PathBuf::from(file.workdir.clone().unwrap_or_else(|| DEFAULT_WORKDIR.to_string())),
+    };
+    // Archive kernels (`debian:…`) are looked up in the kernel cache's
+    // lists, built kernels prepared in it: the one the run will use.
+    let kernel_cache = crate::kernel::cache_dir(overrides.kernel_cache.as_deref(), &workdir);
 
     let Some(name) = &file.name else {
         return Err(src.err(0..0, "name", "the experiment needs a `name = \"…\"`"));
@@ -129,7 +133,8 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
             b.get_ref().clone()
         }
     };
-    if let (Some(span), Some(why)) = (workdir_span, system_dir(&workdir)) {
+    // (An overriding `--workdir` is checked by the runner, where it is known.)
+    if let (Some(span), Some(why), None) = (workdir_span, system_dir(&workdir), &overrides.workdir) {
         let msg = format!("{why}: fslab creates testbeds and its input cache there");
         system_paths.push(("workdir".to_string(), format!("{:#}", src.err(span, "workdir", msg))));
     }
@@ -143,6 +148,7 @@ pub(super) fn resolve(src: &Source) -> Result<Experiment> {
         order: file.order.unwrap_or_default(),
         seed: file.seed.unwrap_or(1),
         workdir,
+        kernel_cache,
         baseline,
         theta,
         alpha,

@@ -103,8 +103,8 @@ impl KernelVms {
                     config_source: k.config.as_ref().map(|p| p.display().to_string()),
                     config: k.config.as_deref().and_then(|p| KernelConfig::read_text(p).ok()),
                     vm: v.vm.as_ref().and_then(|spec| serde_json::to_value(spec).ok()),
-                    package: k.package.clone(),
-                    build: k.build.clone(),
+                    origin: v.kernel.as_ref().map(|spec| spec.source.clone()),
+                    image: Some(k.image.clone()),
                     ..VariantKernel::default()
                 },
                 None => VariantKernel {
@@ -335,7 +335,7 @@ fn image_for_guest(
 /// named by the package's content hash, so one cache can serve every
 /// experiment (a package unpacks to hundreds of MB).
 fn kernel_cache(exp: &Experiment) -> PathBuf {
-    exp.kernel_cache()
+    exp.kernel_cache.clone()
 }
 
 /// The VM of `variant`: sized as its `vm` says, a testbed disk as large as

@@ -6,6 +6,7 @@ pub mod caches;
 pub mod contain;
 pub mod exec;
 pub mod forked;
+pub mod git;
 pub mod identity;
 pub mod marker;
 pub mod modules;

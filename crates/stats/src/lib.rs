@@ -64,6 +64,7 @@ mod drift;
 pub mod gate;
 pub mod history;
 mod mannwhitney;
+pub mod multisect;
 mod multiple;
 pub mod oracle;
 mod outliers;
