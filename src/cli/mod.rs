@@ -141,10 +141,12 @@ impl DetailArgs {
         if self.full {
             return Detail::Full;
         }
-        // `--db` only when it is not the default: the hint stays short and
-        // works from where the command ran. A URL's password stays masked.
+        // `--db` only when neither the default nor FSLAB_DB supplies it
+        // again: the hint stays short and works from where the command ran.
+        // A URL's password stays masked.
+        let from_env = std::env::var("FSLAB_DB").is_ok_and(|v| StoreLocation::parse(&v) == db.db);
         let db_args = match db.db.to_string() {
-            d if d == DEFAULT_DB => vec![],
+            d if d == DEFAULT_DB || from_env => vec![],
             d => vec!["--db".to_string(), d],
         };
         let command = |name: &str, args: &[String], extra: &[&str]| {

@@ -80,12 +80,11 @@ fn comparison_text(report: &CompareReport) -> Result<String> {
     writeln!(out)?;
     place_lines(report, &mut out)?;
     let answer = Answer::new(c);
-    write_table(&mut out, &answer_table("decisive", &answer.decisive))?;
-    if !answer.changed.is_empty() {
+    let tables = [("decisive", &answer.decisive), ("changed, decides nothing", &answer.changed)];
+    for (title, rows) in tables.into_iter().filter(|(_, rows)| !rows.is_empty()) {
+        write_table(&mut out, &answer_table(title, rows))?;
         writeln!(out)?;
-        write_table(&mut out, &answer_table("changed, decides nothing", &answer.changed))?;
     }
-    writeln!(out)?;
     for line in headline.method_lines() {
         writeln!(out, "{line}")?;
     }

@@ -144,7 +144,8 @@ fn timing_compare_history_and_check_across_experiments() {
     let text = fslab(&lab.db, &["compare", "--by", "build", "--baseline", "new"]);
     let old = text.stdout.lines().find(|l| l.trim_start().starts_with("w/wall_s")).unwrap_or_default();
     assert!(text.stdout.contains("baseline build=new") && old.contains(" build=old "), "{}", text.stdout);
-    assert!(text.stdout.contains("`fslab compare --by build --baseline new --full`"), "{}", text.stdout);
+    let rest = format!("`fslab compare --by build --baseline new --db {} --full`", lab.db.display());
+    assert!(text.stdout.contains(&rest), "{rest} missing:\n{}", text.stdout);
     let full = fslab(&lab.db, &["compare", "--by", "build", "--baseline", "new", "--full"]);
     assert!(full.stdout.contains("verdict build=old"), "{}", full.stdout);
     // Tags recorded automatically beside --tag.
