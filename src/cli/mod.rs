@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
-use fslab::report::Format;
+use fslab::report::{Detail, Format};
 use fslab::store::{Store, StoreLocation};
 
 /// Reproduce, measure and explain Linux filesystem performance regressions.
@@ -123,13 +123,56 @@ pub fn chosen(format: Format, json: bool) -> Format {
     }
 }
 
+/// How much of a comparison `run`, `quickstart` and `compare` print: the
+/// answer, or with `--full` every row too. One group flattened into each.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct DetailArgs {
+    /// After the answer, print every metric row and a detail line per row (p, n, CV, notes);
+    /// `--format json` is always complete.
+    #[arg(long)]
+    pub full: bool,
+}
+
+impl DetailArgs {
+    /// The detail asked for; the answer alone names `compare_args`, the
+    /// `fslab compare` arguments that select this comparison again, and
+    /// `report_args` (if any) for `fslab report`, as the way to the rest.
+    pub fn detail(self, db: &DbArg, compare_args: &[String], report_args: Option<&[String]>) -> Detail {
+        if self.full {
+            return Detail::Full;
+        }
+        // `--db` only when neither the default nor FSLAB_DB supplies it
+        // again: the hint stays short and works from where the command ran.
+        // A URL's password stays masked.
+        let from_env = std::env::var("FSLAB_DB").is_ok_and(|v| StoreLocation::parse(&v) == db.db);
+        let db_args = match db.db.to_string() {
+            d if d == DEFAULT_DB || from_env => vec![],
+            d => vec!["--db".to_string(), d],
+        };
+        let command = |name: &str, args: &[String], extra: &[&str]| {
+            let words = ["fslab", name].into_iter().chain(args.iter().chain(&db_args).map(String::as_str));
+            let words: Vec<&str> = words.chain(extra.iter().copied()).collect();
+            // shlex quotes what a shell would split or expand (a path with spaces).
+            shlex::try_join(words.iter().copied()).unwrap_or_else(|_| words.join(" "))
+        };
+        let mut more = format!("see `{}`", command("compare", compare_args, &["--full"]));
+        if let Some(args) = report_args {
+            more.push_str(&format!(", or `{}` with charts", command("report", args, &[])));
+        }
+        Detail::Answer { more }
+    }
+}
+
+/// The store `--db` names when not given.
+const DEFAULT_DB: &str = "fslab.db";
+
 /// Where results live.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DbArg {
     /// Results store: an SQLite file, or a PostgreSQL URL shared by many
     /// machines (postgres://user@host/db; add ?sslmode=require for TLS).
     // The environment's value is hidden from --help: a URL may hold a password.
-    #[arg(long, value_name = "FILE|URL", default_value = "fslab.db", env = "FSLAB_DB", hide_env_values = true)]
+    #[arg(long, value_name = "FILE|URL", default_value = DEFAULT_DB, env = "FSLAB_DB", hide_env_values = true)]
     pub db: StoreLocation,
 }
 
@@ -284,6 +327,33 @@ mod tests {
         // Writes one HTML file (`--output`); HTML is its only form.
         "iostat report",
     ];
+
+    /// The answer's last line names the commands that show the rest: the
+    /// experiment selected again, `--db` only when not the default (quoted
+    /// for a shell, a URL's password masked), `--full` last.
+    #[test]
+    fn the_answer_names_the_commands_that_show_the_rest() {
+        use super::{DbArg, Detail, DetailArgs};
+        use fslab::store::StoreLocation;
+        let db = |s: &str| DbArg { db: StoreLocation::parse(s) };
+        let selection = ["--experiment".to_string(), "3".to_string()];
+        let (answer, full) = (DetailArgs { full: false }, DetailArgs { full: true });
+        assert_eq!(full.detail(&db("fslab.db"), &selection, Some(&selection)), Detail::Full);
+        let more = |d: Detail| match d {
+            Detail::Answer { more } => more,
+            Detail::Full => panic!("the answer was asked for"),
+        };
+        assert_eq!(
+            more(answer.detail(&db("fslab.db"), &selection, Some(&selection))),
+            "see `fslab compare --experiment 3 --full`, or `fslab report --experiment 3` with charts"
+        );
+        assert_eq!(
+            more(answer.detail(&db("my results/r.db"), &selection, None)),
+            "see `fslab compare --experiment 3 --db 'my results/r.db' --full`"
+        );
+        let url = more(answer.detail(&db("postgres://lab:secret@db.example/fslab"), &selection, None));
+        assert!(url.contains("--db 'postgres://lab:***@db.example/fslab'") && !url.contains("secret"), "{url}");
+    }
 
     /// Every leaf subcommand, as `parent child`.
     fn leaves(cmd: &clap::Command, prefix: &str, out: &mut Vec<(String, clap::Command)>) {

@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::compare::print_comparison;
-use super::{offer, DbArg, FormatArgs, KernelCacheArg};
+use super::{offer, DbArg, DetailArgs, FormatArgs, KernelCacheArg};
 use fslab::exit::{self, Exit};
 use fslab::experiment::{self, Experiment};
 use fslab::output;
@@ -77,6 +77,8 @@ pub struct CommonRunArgs {
     tags: Vec<(String, String)>,
     #[command(flatten)]
     format: FormatArgs,
+    #[command(flatten)]
+    detail: DetailArgs,
 }
 
 fn tag_arg(text: &str) -> std::result::Result<(String, String), String> {
@@ -191,7 +193,13 @@ fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: Ru
     }
     // The experiment is stored: a reader that went away (`| head`) changes nothing about how it went.
     let format = common.format.chosen();
-    match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), format) {
+    // The rest is a `compare` of the stored experiment away (not a rerun).
+    let mut selection = vec!["--experiment".to_string(), summary.experiment_id.to_string()];
+    if let Some(baseline) = &common.baseline {
+        selection.extend(["--baseline".to_string(), baseline.clone()]);
+    }
+    let detail = common.detail.detail(db, &selection, Some(&selection));
+    match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), format, detail) {
         Err(e) if output::is_broken_pipe(&e) => output::stdout_gone(),
         r => r?,
     }
