@@ -12,7 +12,6 @@
 pub mod across;
 pub mod check;
 pub mod render;
-pub mod tags;
 
 use std::collections::BTreeMap;
 

@@ -9,6 +9,7 @@ pub mod forked;
 pub mod identity;
 pub mod marker;
 pub mod modules;
+pub mod mount;
 pub mod mountinfo;
 pub mod signals;
 pub mod trusted;
