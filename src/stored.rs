@@ -121,7 +121,8 @@ pub struct StoredSpec {
     /// `experiment::RunOrder` (`interleaved`, `grouped`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<Value>,
-    /// `experiment::VariantConfig`s.
+    /// `experiment::VariantConfig`s (read as that type by
+    /// `experiment::stored_variants`).
     #[serde(default)]
     pub variants: Vec<Value>,
     /// `experiment::WorkloadConfig`s.
@@ -130,13 +131,6 @@ pub struct StoredSpec {
     /// Everything else the experiment serializes (name, seed, workdir, …).
     #[serde(flatten)]
     pub rest: Map<String, Value>,
-}
-
-impl StoredSpec {
-    /// The stored configuration of variant `name`.
-    pub fn variant(&self, name: &str) -> Option<&Value> {
-        self.variants.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(name))
-    }
 }
 
 /// `repetitions = 5` or `{ min = 5, max = 20 }`, as stored.
@@ -339,6 +333,6 @@ mod tests {
         let plan: StoredPlan = parse(1, "plan", text).unwrap();
         let back: Value = serde_json::to_value(&plan).unwrap();
         assert_eq!(back, serde_json::from_str::<Value>(text).unwrap());
-        assert_eq!(plan.experiment.variant("a").unwrap()["fs"], "ext4");
+        assert_eq!(plan.experiment.variants[0]["fs"], "ext4");
     }
 }
