@@ -24,9 +24,15 @@ use crate::sys::identity::ProcessIdentity;
 /// Where an experiment stands. The stored value is what its last writer
 /// set; what the store returns for a `running` experiment whose owner is
 /// gone is `Interrupted` (decided once, in `store::owner`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+///
+/// Its text (`running`, …) is [`ExperimentStatus::as_str`] and
+/// [`FromStr`], also for serde: the one conversion, whether the store
+/// writes a column, a JSON document or a row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum ExperimentStatus {
+    /// What a new experiment is.
+    #[default]
     Running,
     Complete,
     Interrupted,
@@ -54,6 +60,29 @@ impl ExperimentStatus {
     pub fn is_finished(self) -> bool {
         self != ExperimentStatus::Running
     }
+
+    /// How far it got: running, then stopped (`failed`, `interrupted`),
+    /// then `complete`. Merging two copies keeps the one further along.
+    pub fn progress(self) -> u8 {
+        match self {
+            ExperimentStatus::Running => 1,
+            ExperimentStatus::Failed | ExperimentStatus::Interrupted => 2,
+            ExperimentStatus::Complete => 3,
+        }
+    }
+}
+
+impl From<ExperimentStatus> for &'static str {
+    fn from(status: ExperimentStatus) -> &'static str {
+        status.as_str()
+    }
+}
+
+impl TryFrom<String> for ExperimentStatus {
+    type Error = anyhow::Error;
+    fn try_from(text: String) -> Result<Self> {
+        text.parse()
+    }
 }
 
 impl fmt::Display for ExperimentStatus {
@@ -69,24 +98,6 @@ impl FromStr for ExperimentStatus {
             let names: Vec<&str> = ExperimentStatus::ALL.iter().map(|v| v.as_str()).collect();
             anyhow!("unknown experiment status {s:?}; expected one of {}", names.join(", "))
         })
-    }
-}
-
-impl AsRef<str> for ExperimentStatus {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl PartialEq<str> for ExperimentStatus {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
-impl PartialEq<&str> for ExperimentStatus {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
     }
 }
 
@@ -301,6 +312,8 @@ mod tests {
             assert_eq!(serde_json::to_string(&s).unwrap(), format!("\"{s}\""));
         }
         let e = "done".parse::<ExperimentStatus>().unwrap_err().to_string();
+        assert!(e.contains("unknown experiment status \"done\""), "{e}");
+        let e = serde_json::from_str::<ExperimentStatus>("\"done\"").unwrap_err().to_string();
         assert!(e.contains("unknown experiment status \"done\""), "{e}");
     }
 

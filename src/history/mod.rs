@@ -463,7 +463,7 @@ mod tests {
             };
             store.record_run(e, &run).unwrap();
         }
-        store.set_experiment_status(e, "complete").unwrap();
+        store.set_experiment_status(e, ExperimentStatus::Complete).unwrap();
         e
     }
 
