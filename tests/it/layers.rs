@@ -7,7 +7,8 @@
 //! Comments are not code: doc links may point anywhere. A module's unit-test
 //! directory (`src/<module>/tests/`) exercises it with its callers and is not
 //! checked. The statistics crate (`crates/stats`) has no dependency on fslab
-//! at all, which Cargo enforces.
+//! at all, which Cargo enforces. Also its "Adding a kind" table: each list a
+//! kind is registered in has its row, and the list is still where it says.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt::Write;
@@ -329,4 +330,54 @@ fn modules_that_import_each_other_are_a_cycle_even_when_both_rows_allow_it() {
             "import cycle: `media` → `testbed` (src/media/host.rs:2) → `media` (src/testbed/mod.rs:1)".to_string(),
         ]
     );
+}
+
+/// The rows of ARCHITECTURE.md's "Adding a kind" table, as `(kind, the rest
+/// of the row)`.
+fn kind_rows(architecture: &str) -> Vec<(String, String)> {
+    let section = architecture.split("\n## Adding a kind\n").nth(1).unwrap_or_default();
+    let section = section.split("\n## ").next().unwrap_or_default();
+    section
+        .lines()
+        .filter_map(|line| line.strip_prefix("| "))
+        .filter_map(|row| row.split_once(" | "))
+        .filter(|(kind, _)| *kind != "kind" && !kind.starts_with("---"))
+        .map(|(kind, rest)| (kind.to_string(), rest.to_string()))
+        .collect()
+}
+
+/// Every list a pluggable kind is registered in: `(kind, the list as the
+/// table names it, the file that defines it, how the definition starts)`.
+/// A kernel source is the next to get its row.
+const KIND_LISTS: &[(&str, &str, &str, &str)] = &[
+    ("workload", "workload_kinds!", "src/workload/mod.rs", "macro_rules! workload_kinds"),
+    ("filesystem", "filesystems!", "src/testbed/filesystem/mod.rs", "macro_rules! filesystems"),
+    ("filesystem internals", "internals!", "src/fsinternal/mod.rs", "macro_rules! internals"),
+    ("output format", "Format", "src/report/mod.rs", "pub enum Format"),
+    ("monitor", "monitors!", "src/runner/monitors/mod.rs", "macro_rules! monitors"),
+    ("VM request", "KINDS", "src/vm/kinds/mod.rs", "const KINDS"),
+    ("media model", "MODELS", "src/media/mod.rs", "pub const MODELS"),
+];
+
+#[test]
+fn every_kind_list_has_its_row_in_adding_a_kind() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md")).unwrap();
+    let rows = kind_rows(&architecture);
+    assert!(rows.iter().any(|(k, _)| k == "workload"), "the table was not read: {rows:?}");
+    let mut wrong = Vec::new();
+    for (kind, list, file, definition) in KIND_LISTS {
+        let code = std::fs::read_to_string(root.join(file)).unwrap();
+        if !code.contains(definition) {
+            wrong.push(format!("{file} no longer defines `{list}` (`{definition}`)"));
+        }
+        match rows.iter().find(|(k, _)| k == kind) {
+            None => wrong.push(format!("no \"Adding a kind\" row for a {kind} (its list: `{list}` in {file})")),
+            Some((_, row)) if !row.contains(&format!("`{list}`")) => {
+                wrong.push(format!("the \"Adding a kind\" row for a {kind} does not name its list `{list}`"))
+            }
+            Some(_) => {}
+        }
+    }
+    assert!(wrong.is_empty(), "ARCHITECTURE.md's \"Adding a kind\" against the code:\n{}", wrong.join("\n"));
 }
