@@ -144,6 +144,13 @@ pub fn stored_workloads(spec: &crate::stored::StoredSpec) -> Option<Vec<Workload
     spec.workloads.iter().map(|w| serde_json::from_value(w.clone()).ok()).collect()
 }
 
+/// The variants of a stored plan as this version reads them; `None` when
+/// they do not parse (a store written by another version): a report then
+/// shows what it cannot read as unknown rather than guess from JSON keys.
+pub fn stored_variants(spec: &crate::stored::StoredSpec) -> Option<Vec<VariantConfig>> {
+    spec.variants.iter().map(|v| serde_json::from_value(v.clone()).ok()).collect()
+}
+
 /// Read and validate an experiment file.
 pub fn load(path: &Path) -> Result<Experiment> {
     load_with(path, &Overrides::default())

@@ -418,6 +418,15 @@ mod tests {
     }
 
     #[test]
+    fn every_model_name_gets_its_own_parameters() {
+        // `blank` picks by name with a fallback arm: a model added to `MODELS` without its arm would be passthrough.
+        for name in MODELS {
+            let params = serde_json::to_value(blank(name)).unwrap();
+            assert_eq!(params["model"], *name, "{params}");
+        }
+    }
+
+    #[test]
     fn errors_name_the_key() {
         let key = |text: &str| parse(text).unwrap_err().0;
         assert_eq!(key(r#"{ model = "floppy" }"#), "device.model");

@@ -8,10 +8,12 @@ use serde_json::json;
 use super::data::{ComparisonData, ReportData, RunData};
 use super::{CompareReport, Detail};
 use crate::analysis::{compare_series, ComparisonRow, Roles};
+use crate::experiment::{FsKind, TestbedConfig, Throttle, VariantConfig};
 use crate::metric::Metric;
 use crate::record::RunStatus;
 use crate::stats::CompareConfig;
 use crate::store::{MetricSeries, StoredExperiment, StoredRun, VariantRow, WorkloadRow};
+use crate::units::Bytes;
 
 pub const BASELINE: &str = "optimize_scan=0";
 pub const VARIANTS: [&str; 3] = [BASELINE, "optimize_scan=1", "tuned|<b>"];
@@ -71,18 +73,23 @@ fn undecided_specs() -> Vec<Spec> {
     ]
 }
 
-fn variant_config(name: &str, position: usize) -> serde_json::Value {
-    json!({
-        "name": name,
-        "fs": {"type": "ext4"},
-        "size": 4294967296u64,
-        "mkfs": ["-E", "lazy_itable_init=0,lazy_journal_init=0"],
-        "mount": format!("noatime,mb_optimize_scan={}", position.min(1)),
-        "throttle": {"read_bps": 20971520, "write_bps": 20971520, "read_iops": null, "write_iops": 500},
-        "read_ahead_kb": 128,
-        "scheduler": null,
-        "sysfs": [],
-    })
+/// An ext4 variant on an SD-card-like throttle; the last one's image is
+/// served as an SD card.
+fn variant_config(name: &str, position: usize) -> VariantConfig {
+    let mut testbed = TestbedConfig::new(FsKind::Ext4);
+    testbed.size = Bytes(4 << 30);
+    testbed.mkfs = vec!["-E".into(), "lazy_itable_init=0,lazy_journal_init=0".into()];
+    testbed.mount = format!("noatime,mb_optimize_scan={}", position.min(1));
+    testbed.throttle = Throttle {
+        read_bps: Some(Bytes(20 << 20)),
+        write_bps: Some(Bytes(20 << 20)),
+        read_iops: None,
+        write_iops: Some(500),
+    };
+    testbed.read_ahead_kb = Some(128);
+    testbed.sysfs = (position == 1).then(|| ("mb_stream_req".to_string(), "16".to_string())).into_iter().collect();
+    testbed.device = (position == VARIANTS.len() - 1).then(|| crate::media::presets::find("sdcard").expect("a preset"));
+    VariantConfig { name: name.into(), testbed, kernel: None, vm: None }
 }
 
 /// The two three-variant fixtures: as the untar kind declares, total_s
@@ -147,7 +154,11 @@ fn assemble(shape: Shape) -> ReportData {
     }
     let cfg = CompareConfig::default();
     let rows = compare_series(&series, names[0], &cfg, roles);
-    let variants: Vec<serde_json::Value> = names.iter().enumerate().map(|(i, n)| variant_config(n, i)).collect();
+    let variants: Vec<serde_json::Value> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| serde_json::to_value(variant_config(n, i)).expect("a variant serializes"))
+        .collect();
     let plan = json!({"experiment": {
         "description": "mb_optimize_scan on an SD-card-like throttle",
         "order": "interleaved",

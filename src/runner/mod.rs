@@ -172,7 +172,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
             tags.push((kernel_tag_key(&v.name), k.release.clone()));
         }
     }
-    crate::history::tags::record(store, experiment_id, &tags, &exp.workdir)?;
+    store.tag_experiment(experiment_id, &tags, &exp.workdir)?;
     let done: HashSet<usize> =
         store.runs(experiment_id)?.into_iter().filter(|r| r.status == RunStatus::Ok).map(|r| r.seq).collect();
 

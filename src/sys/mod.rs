@@ -10,6 +10,7 @@ pub mod git;
 pub mod identity;
 pub mod marker;
 pub mod modules;
+pub mod mount;
 pub mod mountinfo;
 pub mod signals;
 pub mod trusted;

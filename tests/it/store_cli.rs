@@ -8,6 +8,7 @@ use std::process::Command;
 use fslab::metric::Metric;
 use fslab::record::{RunRecord, RunStatus};
 use fslab::store::{NewExperiment, Store, VariantRow, WorkloadRow};
+use fslab::stored::ExperimentStatus;
 
 use crate::common::fslab_bin;
 
@@ -53,7 +54,7 @@ fn store_with_runs(path: &Path, runs: usize, value: f64) {
         };
         store.record_run(e, &run).unwrap();
     }
-    store.set_experiment_status(e, "complete").unwrap();
+    store.set_experiment_status(e, ExperimentStatus::Complete).unwrap();
 }
 
 #[test]

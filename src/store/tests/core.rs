@@ -90,7 +90,7 @@ fn experiment_round_trip_and_status() {
         let e = store.experiment(id).unwrap();
         assert_eq!(e.id, id);
         assert_eq!(e.name, new.name);
-        assert_eq!(e.status, "running");
+        assert_eq!(e.status, ExperimentStatus::Running);
         assert_eq!(e.finished_at, None);
         assert!(humantime::parse_rfc3339(&e.created_at).is_ok(), "{}", e.created_at);
         assert_eq!(e.spec_path, new.spec_path);
@@ -106,18 +106,22 @@ fn experiment_round_trip_and_status() {
         assert_eq!(store.experiment_by_uuid(&meta.uuid).unwrap(), Some(id));
         assert_eq!((meta.campaign, meta.shard_count, meta.tags.len()), (None, None, 0));
 
-        store.set_experiment_status(id, "interrupted").unwrap();
+        store.set_experiment_status(id, ExperimentStatus::Interrupted).unwrap();
         let e = store.experiment(id).unwrap();
-        assert_eq!(e.status, "interrupted");
+        assert_eq!(e.status, ExperimentStatus::Interrupted);
         assert!(humantime::parse_rfc3339(e.finished_at.as_deref().unwrap()).is_ok());
-        store.set_experiment_status(id, "running").unwrap();
+        store.set_experiment_status(id, ExperimentStatus::Running).unwrap();
         assert_eq!(store.experiment(id).unwrap().finished_at, None);
-        store.set_experiment_status(id, "complete").unwrap();
-        assert_eq!(store.experiment(id).unwrap().status, "complete");
+        store.set_experiment_status(id, ExperimentStatus::Complete).unwrap();
+        assert_eq!(store.experiment(id).unwrap().status, ExperimentStatus::Complete);
 
-        let e = err_text(store.set_experiment_status(id, "done").unwrap_err());
-        assert!(e.contains("unknown experiment status \"done\""), "{e}");
-        let e = err_text(store.set_experiment_status(id + 42, "failed").unwrap_err());
+        // Every finished status is written and read back as the enum, by the row and by the list.
+        for status in [ExperimentStatus::Failed, ExperimentStatus::Interrupted, ExperimentStatus::Complete] {
+            store.set_experiment_status(id, status).unwrap();
+            assert_eq!(store.experiment(id).unwrap().status, status);
+            assert_eq!(store.list_experiments().unwrap().iter().find(|e| e.id == id).unwrap().status, status);
+        }
+        let e = err_text(store.set_experiment_status(id + 42, ExperimentStatus::Failed).unwrap_err());
         assert!(e.contains(&format!("no experiment {} in {loc}", id + 42)), "{e}");
         let e = err_text(store.experiment(id + 42).unwrap_err());
         assert!(e.contains(&format!("no experiment {} in {loc}", id + 42)), "{e}");
@@ -476,11 +480,11 @@ fn find_unfinished_latest_and_list() {
         assert_eq!(store.latest_experiment().unwrap(), Some(other_name));
 
         assert_eq!(store.find_unfinished("boot", "h1").unwrap(), Some(b));
-        store.set_experiment_status(b, "complete").unwrap();
+        store.set_experiment_status(b, ExperimentStatus::Complete).unwrap();
         assert_eq!(store.find_unfinished("boot", "h1").unwrap(), Some(a));
-        store.set_experiment_status(a, "failed").unwrap();
+        store.set_experiment_status(a, ExperimentStatus::Failed).unwrap();
         assert_eq!(store.find_unfinished("boot", "h1").unwrap(), Some(a), "failed experiments can be resumed");
-        store.set_experiment_status(a, "complete").unwrap();
+        store.set_experiment_status(a, ExperimentStatus::Complete).unwrap();
         assert_eq!(store.find_unfinished("boot", "h1").unwrap(), None);
         assert_eq!(store.find_unfinished("boot", "h2").unwrap(), Some(other_hash));
         assert_eq!(store.find_unfinished("boot", "h3").unwrap(), None);
@@ -493,8 +497,8 @@ fn find_unfinished_latest_and_list() {
         assert_eq!((list[0].runs_ok, list[0].runs_failed), (2, 1));
         assert_eq!((list[1].runs_ok, list[1].runs_failed), (0, 0));
         assert_eq!(list[0].name, "boot");
-        assert_eq!(list[0].status, "complete");
-        assert_eq!(list[3].status, "running");
+        assert_eq!(list[0].status, ExperimentStatus::Complete);
+        assert_eq!(list[3].status, ExperimentStatus::Running);
     }
 }
 
@@ -563,7 +567,7 @@ fn json_export_parses_back_with_expected_keys() {
         store.add_tags(exp, &[("team".into(), "storage".into())]).unwrap();
         store.record_run(exp, &full_run(0)).unwrap();
         store.record_run(exp, &run(1, 0, "alpha", "first", RunStatus::Failed, vec![])).unwrap();
-        store.set_experiment_status(exp, "complete").unwrap();
+        store.set_experiment_status(exp, ExperimentStatus::Complete).unwrap();
 
         let v = serde_json::to_value(export::export(&store, exp).unwrap()).unwrap();
         let text = v.to_string();
