@@ -112,6 +112,9 @@ fn bad_input_names_file_line_and_key() {
         ("name = \"x\"\n[[variant]]\nname = \"a,b\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "letters, digits and `. _ - = +`"),
         ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\nname = \"../../w\"\n", ":7:", "name"),
         ("name = \"x\"\n[[variant]]\nname = \"a\\u0007\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "name"),
+        // A leading `-` would be taken for a flag (`--variants -a`, `--baseline -a`; issue 28 item 6).
+        ("name = \"x\"\n[[variant]]\nname = \"-a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:8: `name`", "starts with `-`"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\nname = \"--w\"\n", ":7:8: `name`", "starts with `-`"),
         ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\ndevice = { model = \"floppy\" }\n[[workload]]\nkind = \"untar\"\n", ":5:", "device.model"),
         ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\ndevice = { model = \"sdcard\", rpm = 5400 }\n[[workload]]\nkind = \"untar\"\n", ":5:", "device.rpm"),
         ("name = \"x\"\n[defaults]\ndevice = { model = \"hdd\", seek_full = \"fast\" }\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "device.seek_full"),
