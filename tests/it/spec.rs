@@ -202,3 +202,66 @@ kind = "untar"
     );
     assert_eq!(exp.variants[2].testbed.device.as_ref().unwrap().to_string(), "passthrough");
 }
+
+/// The dry run shows each variant's `device`: the preset and its model,
+/// what the file changed, or a model given in full; in text and JSON
+/// (issue 28 item 6).
+#[test]
+fn dry_run_shows_each_variants_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("media.toml");
+    let text = r#"
+name = "media"
+repetitions = 1
+[defaults]
+fs = "ext4"
+[[variant]]
+name = "bare"
+[[variant]]
+name = "card"
+device = { model = "sdcard" }
+[[variant]]
+name = "faster-card"
+device = { model = "sdcard", open_aus = 4, write_mbps = 12.5 }
+[[variant]]
+name = "disk"
+device = { model = "hdd", rpm = 7200, seek_full = "15ms", seek_track = "1ms", mbps = 110 }
+[[variant]]
+name = "own"
+device = { model = "ssd", read_mbps = 500, write_mbps = 400, read_latency = "90us", write_latency = "30us" }
+[[workload]]
+kind = "command"
+command = "true"
+"#;
+    std::fs::write(&path, text).unwrap();
+    let dry_run = |format: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fslab"))
+            .args(["run", "--dry-run", "--format", format])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = dry_run("text");
+    let devices: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("device:")).collect();
+    assert_eq!(
+        devices,
+        [
+            "    device: sdcard (flash model preset)",
+            "    device: sdcard (flash model preset) with open_aus=4 write_mbps=12.5",
+            "    device: hdd preset with rpm=7200 seek_full=15000us",
+            "    device: ssd preset with read_mbps=500 write_mbps=400",
+        ],
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&dry_run("json")).unwrap();
+    let variants = json["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 5);
+    assert!(variants[0]["device"].is_null());
+    let faster = &variants[2]["device"];
+    assert_eq!((faster["name"].as_str(), faster["params"]["model"].as_str()), (Some("sdcard"), Some("flash")));
+    assert_eq!(faster["params"]["open_aus"], 4);
+    assert_eq!(faster["changed"], serde_json::json!({ "open_aus": "4", "write_mbps": "12.5" }));
+    assert_eq!(variants[1]["device"]["changed"], serde_json::json!({}));
+}
