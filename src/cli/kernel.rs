@@ -242,8 +242,7 @@ fn prune(
 ) -> Result<kernel::prune::Pruning> {
     let mut needs = kernel::prune::Needs::default();
     let recorded = kernel::prune::stores(cache_dir);
-    let mut locations: Vec<(StoreLocation, bool)> =
-        recorded.iter().map(|s| (StoreLocation::parse(s), true)).collect();
+    let mut locations: Vec<(StoreLocation, bool)> = recorded.iter().map(|s| (StoreLocation::parse(s), true)).collect();
     for db in dbs {
         if !locations.iter().any(|(l, _)| l.to_string() == db.to_string()) {
             locations.push((db.clone(), false));

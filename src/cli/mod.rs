@@ -169,8 +169,9 @@ const DEFAULT_DB: &str = "fslab.db";
 /// Where results live.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DbArg {
-    /// Results store: an SQLite file, or a PostgreSQL URL shared by many
-    /// machines (postgres://user@host/db; add ?sslmode=require for TLS).
+    /// Results store: an SQLite file, or a PostgreSQL server shared by many
+    /// machines, as a URL (postgres://user@host/db; add ?sslmode=require for
+    /// TLS) or a libpq keyword/value string ("host=H dbname=D user=U").
     // The environment's value is hidden from --help: a URL may hold a password.
     #[arg(long, value_name = "FILE|URL", default_value = DEFAULT_DB, env = "FSLAB_DB", hide_env_values = true)]
     pub db: StoreLocation,

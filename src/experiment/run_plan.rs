@@ -130,6 +130,9 @@ pub fn describe(exp: &Experiment, builds: &[(usize, crate::kernel::outlook::Buil
             }
             (None, _) => {}
         }
+        if let Some(device) = &t.device {
+            let _ = writeln!(out, "    device: {}", describe_device(device));
+        }
         let th = &t.throttle;
         if !th.is_empty() {
             let _ = writeln!(
@@ -200,6 +203,23 @@ pub fn describe(exp: &Experiment, builds: &[(usize, crate::kernel::outlook::Buil
         let _ = writeln!(out, "  … and {} more runs", total - printed);
     }
     out
+}
+
+/// A variant's medium as the dry run says it: the preset and its model,
+/// with the parameters the file changed, or a model given in full.
+pub fn describe_device(device: &crate::media::DeviceSpec) -> String {
+    let changed: Vec<String> = device.changed().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let (name, model) = (&device.name, device.model_name());
+    let head = match device.is_preset() {
+        true if name == model => format!("{name} preset"),
+        true => format!("{name} ({model} model preset)"),
+        false => format!("{model} model"),
+    };
+    match (device.is_preset(), changed.is_empty()) {
+        (_, true) => head,
+        (true, false) => format!("{head} with {}", changed.join(" ")),
+        (false, false) => format!("{head}: {}", changed.join(" ")),
+    }
 }
 
 /// A JSON value as short text: strings bare, durations as `1m 5s`.

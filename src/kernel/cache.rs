@@ -108,7 +108,12 @@ fn about(entry: &Path) -> EntryAbout {
         .ok()
         .and_then(|t| serde_json::from_str::<super::EntryInfo>(&t).ok())
     {
-        return EntryAbout { kind: "package".into(), what: info.package, version: Some(info.version), suite: info.suite };
+        return EntryAbout {
+            kind: "package".into(),
+            what: info.package,
+            version: Some(info.version),
+            suite: info.suite,
+        };
     }
     if let Some(b) = fs::read_to_string(entry.join(super::build::BUILD_INFO))
         .ok()

@@ -136,7 +136,8 @@ pub(crate) fn staged(
     modules: &Modules,
     linked_from: PathBuf,
 ) -> Result<KernelArtifacts> {
-    let root = cache::entry(&cache::kernels_dir(cache), key, |tmp| stage::stage(tmp, image, config, &release, modules))?;
+    let root =
+        cache::entry(&cache::kernels_dir(cache), key, |tmp| stage::stage(tmp, image, config, &release, modules))?;
     let staged_config = root.join(format!("boot/config-{release}"));
     Ok(KernelArtifacts {
         image: root.join(format!("boot/vmlinuz-{release}")),
@@ -153,7 +154,12 @@ pub(crate) fn staged(
 
 /// A Debian package unpacked into the cache entry keyed by its content
 /// (`entry.json` there says which package it was, for `fslab kernel list`).
-pub(crate) fn unpacked_deb(cache: &Path, deb: &Path, shown: String, package: Option<KernelPackage>) -> Result<KernelArtifacts> {
+pub(crate) fn unpacked_deb(
+    cache: &Path,
+    deb: &Path,
+    shown: String,
+    package: Option<KernelPackage>,
+) -> Result<KernelArtifacts> {
     let kernels = cache::kernels_dir(cache);
     let name = deb::package_name(deb)?;
     let sha256 = sha256_file(deb)?;

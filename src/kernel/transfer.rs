@@ -16,7 +16,6 @@ use std::fs::{self, File};
 use std::io::{Read, Write};
 use std::path::{Component, Path, PathBuf};
 
-
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 

@@ -15,10 +15,10 @@ use std::process::{Command, Output};
 
 use fslab::bisect::kconfig::{step_request, Candidate};
 use fslab::kernel::build::{BuildRequest, ConfigBase};
-use fslab::kernel::source::debian_source::DebianSource;
-use fslab::kernel::source::SourceKind;
 use fslab::kernel::debian::Archive;
 use fslab::kernel::kconfig::{self, Kconfig};
+use fslab::kernel::source::debian_source::DebianSource;
+use fslab::kernel::source::SourceKind;
 
 fn text(out: &Output) -> String {
     format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))

@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use fslab::kernel::build::{BuildRequest, ConfigBase, KernelBuild, SetRejected};
+use fslab::kernel::debian::Archive;
 use fslab::kernel::debian::Package;
 use fslab::kernel::source::debian_source::DebianSource;
-use fslab::kernel::debian::Archive;
 
 /// The experiment file the warm-up script builds (keep the test's kernel in step with it).
 pub fn fixture() -> PathBuf {
@@ -57,7 +57,8 @@ fn prepare(source: &(PathBuf, Package), set: &[(&str, &str)]) -> anyhow::Result<
         config: ConfigBase::Minimal,
         set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
     };
-    DebianSource::prepare("debian:5.10", &source.0, source.1.clone(), Vec::new(), &req, &kernel_cache()).map(|s| s.build)
+    DebianSource::prepare("debian:5.10", &source.0, source.1.clone(), Vec::new(), &req, &kernel_cache())
+        .map(|s| s.build)
 }
 
 fn rejected(source: &(PathBuf, Package), set: &[(&str, &str)]) -> String {

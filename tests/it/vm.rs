@@ -72,7 +72,8 @@ pub(crate) fn archive_kernel(
 ) -> anyhow::Result<(fslab::kernel::source::debian_image::DebianImage, PathBuf)> {
     use fslab::kernel::debian::Archive;
     use fslab::kernel::source::debian_image::DebianImage;
-    let found = DebianImage::find(&format!("debian:{version}-cloud"), &kernel_cache()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let found =
+        DebianImage::find(&format!("debian:{version}-cloud"), &kernel_cache()).map_err(|e| anyhow::anyhow!("{e}"))?;
     let deb = Archive::at(&kernel_cache()).download(&found.package)?;
     Ok((found, deb))
 }

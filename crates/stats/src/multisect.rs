@@ -19,10 +19,8 @@
 /// The `k` reaches that split `n` candidates into `k + 1` near-equal parts
 /// (fewer when `n` is small: each target at least 1 and below `n`).
 pub fn targets(n: usize, k: usize) -> Vec<usize> {
-    let mut out: Vec<usize> = (1..=k)
-        .map(|i| ((i * n) as f64 / (k + 1) as f64).round() as usize)
-        .filter(|&t| t >= 1 && t < n)
-        .collect();
+    let mut out: Vec<usize> =
+        (1..=k).map(|i| ((i * n) as f64 / (k + 1) as f64).round() as usize).filter(|&t| t >= 1 && t < n).collect();
     out.dedup();
     out
 }
@@ -33,10 +31,7 @@ pub fn targets(n: usize, k: usize) -> Vec<usize> {
 pub fn pick<T: Clone + PartialEq>(candidates: &[(T, usize)], n: usize, k: usize) -> Vec<T> {
     let mut chosen: Vec<T> = Vec::new();
     for t in targets(n, k) {
-        let best = candidates
-            .iter()
-            .filter(|(id, _)| !chosen.contains(id))
-            .min_by_key(|(_, reach)| reach.abs_diff(t));
+        let best = candidates.iter().filter(|(id, _)| !chosen.contains(id)).min_by_key(|(_, reach)| reach.abs_diff(t));
         if let Some((id, _)) = best {
             chosen.push(id.clone());
         }

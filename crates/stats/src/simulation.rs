@@ -462,10 +462,8 @@ pub fn bisection_rates(
             }
             steps += 1;
             commits_total += picks.len();
-            let mut values: Vec<Vec<f64>> = picks
-                .iter()
-                .map(|&p| (0..start).map(|_| level(p >= first_bad, &mut draws)).collect())
-                .collect();
+            let mut values: Vec<Vec<f64>> =
+                picks.iter().map(|&p| (0..start).map(|_| level(p >= first_bad, &mut draws)).collect()).collect();
             runs_total += start * picks.len();
             let mut sides = vec![Side::Unknown; picks.len()];
             loop {

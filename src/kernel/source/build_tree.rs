@@ -35,7 +35,8 @@ impl BuildTree {
 
 impl SourceKind for BuildTree {
     const NAME: &'static str = "build-tree";
-    const FORMS: &'static str = "kernel = \"PATH\" of a kernel tree you built (arch/x86/boot/bzImage, .config, modules)";
+    const FORMS: &'static str =
+        "kernel = \"PATH\" of a kernel tree you built (arch/x86/boot/bzImage, .config, modules)";
 
     fn claims(form: &Form, cx: &ParseContext) -> bool {
         super::local_path(form, cx).is_some_and(|p| p.is_dir())

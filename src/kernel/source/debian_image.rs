@@ -107,7 +107,8 @@ impl SourceKind for DebianImage {
                 flavour: p.flavour_name().to_string(),
                 bytes: Some(p.size),
                 cached: debs.iter().any(|d| {
-                    d.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{}_{}_", p.name, p.version)))
+                    d.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{}_{}_", p.name, p.version)))
                 }),
             })
             .collect())

@@ -78,8 +78,7 @@ impl Tree for SourceTree<'_> {
         let package = Archive::at_root(self.archive).resolve(&wanted).map_err(|e| {
             anyhow::anyhow!("the Debian image matching {} {} ({version}): {e}", self.package.name, self.package.version)
         })?;
-        let image =
-            DebianImage { reference: wanted.to_string(), archive: self.archive.to_path_buf(), package };
+        let image = DebianImage { reference: wanted.to_string(), archive: self.archive.to_path_buf(), package };
         let artifacts = image.resolve(cache)?;
         artifacts.config.with_context(|| format!("the Debian image of {} has no config file", self.package.version))
     }
@@ -108,13 +107,19 @@ impl DebianSource {
     }
 
     fn tree(&self) -> SourceTree<'_> {
-        SourceTree { reference: &self.reference, archive: &self.archive, package: &self.package, patches: &self.patches }
+        SourceTree {
+            reference: &self.reference,
+            archive: &self.archive,
+            package: &self.package,
+            patches: &self.patches,
+        }
     }
 }
 
 impl SourceKind for DebianSource {
     const NAME: &'static str = "debian-source";
-    const FORMS: &'static str = "kernel = { source = \"debian:VERSION\", config = \"minimal\"|\"debian\"|FILE, set = {…}, \
+    const FORMS: &'static str =
+        "kernel = { source = \"debian:VERSION\", config = \"minimal\"|\"debian\"|FILE, set = {…}, \
                                  patches = […] } (built from Debian's linux-source package)";
 
     fn claims(form: &Form, _cx: &ParseContext) -> bool {
@@ -200,7 +205,8 @@ impl SourceKind for DebianSource {
                 flavour: "source".to_string(),
                 bytes: Some(p.size),
                 cached: debs.iter().any(|d| {
-                    d.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{}_{}_", p.name, p.version)))
+                    d.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{}_{}_", p.name, p.version)))
                 }),
             })
             .collect())

@@ -119,7 +119,17 @@ impl GitTree<'_> {
                 self.repo.display(),
                 builds.join(&name).display()
             ));
-            let out = git::run(builds, &["clone", "--shared", "--no-checkout", "--quiet", &self.repo.to_string_lossy(), &tmp.to_string_lossy()])?;
+            let out = git::run(
+                builds,
+                &[
+                    "clone",
+                    "--shared",
+                    "--no-checkout",
+                    "--quiet",
+                    &self.repo.to_string_lossy(),
+                    &tmp.to_string_lossy(),
+                ],
+            )?;
             if !out.success {
                 bail!("cloning {}: {}", self.repo.display(), out.stderr.trim());
             }
@@ -153,7 +163,8 @@ impl GitSource {
             bail!("`{rev}` is not a commit of {}", repo.display());
         };
         let subject = git::subject(&repo, &commit)?;
-        let mut source = GitSource { repo, rev: rev.to_string(), commit, subject, patches, build: KernelBuild::default() };
+        let mut source =
+            GitSource { repo, rev: rev.to_string(), commit, subject, patches, build: KernelBuild::default() };
         source.build = build::prepare(&source.tree(), req, cache)?;
         Ok(source)
     }
@@ -178,7 +189,8 @@ fn repository(path: &Path) -> Result<PathBuf> {
 
 impl SourceKind for GitSource {
     const NAME: &'static str = "git";
-    const FORMS: &'static str = "kernel = { git = \"REPOSITORY\", rev = \"REV\", config = …, set = {…}, patches = […] } \
+    const FORMS: &'static str =
+        "kernel = { git = \"REPOSITORY\", rev = \"REV\", config = …, set = {…}, patches = […] } \
                                  (built from a git repository at a revision, in fslab's own clone)";
 
     fn claims(form: &Form, _cx: &ParseContext) -> bool {

@@ -47,7 +47,9 @@ impl SourceKind for Image {
             Form::Text(text) => (super::existing(cx, "kernel", text)?, None, None),
             Form::Table(t) => {
                 if let Some(k) = t.keys().find(|k| !["image", "modules", "config"].contains(&k.as_str())) {
-                    return Err(cx.usage(&format!("kernel.{k}"), "is not a setting of a kernel image (image, modules, config)"));
+                    return Err(
+                        cx.usage(&format!("kernel.{k}"), "is not a setting of a kernel image (image, modules, config)")
+                    );
                 }
                 let path = |key: &str| -> Result<Option<PathBuf>> {
                     match t.get(key) {
@@ -62,7 +64,10 @@ impl SourceKind for Image {
             }
         };
         if super::is_deb(&image) && form.has("image") {
-            return Err(cx.usage("kernel.image", format!("{} is a Debian package: write kernel = \"{}\"", image.display(), image.display())));
+            return Err(cx.usage(
+                "kernel.image",
+                format!("{} is a Debian package: write kernel = \"{}\"", image.display(), image.display()),
+            ));
         }
         Image::at(&image, modules.as_deref(), config.as_deref()).map_err(|e| cx.usage("kernel", format!("{e:#}")))
     }
@@ -96,7 +101,17 @@ impl SourceKind for Image {
             crate::kernel::mtime_ns(&moddir)
         ));
         let from = Modules::Installed(moddir.clone());
-        crate::kernel::staged(cache, &key, &self.image, self.config.as_deref(), release, self.shown(), sha256, &from, moddir)
+        crate::kernel::staged(
+            cache,
+            &key,
+            &self.image,
+            self.config.as_deref(),
+            release,
+            self.shown(),
+            sha256,
+            &from,
+            moddir,
+        )
     }
 
     fn keeps(&self) -> Vec<String> {

@@ -251,8 +251,8 @@ impl KernelSource {
     /// A kernel named on the command line (`debian:6.1-cloud`, a path,
     /// relative to the current directory), as a file would name it.
     pub fn from_argument(value: &toml::Value, cache: &Path) -> Result<KernelSource> {
-        let text = toml::to_string(&toml::Table::from_iter([("kernel".to_string(), value.clone())]))
-            .unwrap_or_default();
+        let text =
+            toml::to_string(&toml::Table::from_iter([("kernel".to_string(), value.clone())])).unwrap_or_default();
         let here = std::env::current_dir().unwrap_or_default();
         let src = Source { text: &text, origin: "the command line", base_dir: &here };
         KernelSource::parse(value, &ParseContext { src: &src, span: 0..text.len(), cache })
@@ -271,10 +271,7 @@ impl KernelSource {
                         .filter(|s| edit_distance(&format!("{scheme}:"), s) <= 3)
                         .map(|s| format!(" (did you mean `{s}`?)"))
                         .unwrap_or_default();
-                    return format!(
-                        "`{scheme}:` is not a kernel source{hint}; a kernel is one of:\n{}",
-                        forms()
-                    );
+                    return format!("`{scheme}:` is not a kernel source{hint}; a kernel is one of:\n{}", forms());
                 }
                 let path = cx.path(text);
                 format!("{} does not exist; a kernel is one of:\n{}", path.display(), forms())
@@ -476,7 +473,10 @@ mod tests {
         assert!(err.contains("nope/bzImage does not exist"), "{err}");
         let err = format!("{:#}", cx_parse("{ colour = \"red\" }", dir.path()).unwrap_err());
         assert!(err.contains("[\"colour\"] is no kind of kernel"), "{err}");
-        assert_eq!(crate::exit::classify(&cx_parse("\"debain:6.1\"", dir.path()).unwrap_err()), crate::exit::Exit::Usage);
+        assert_eq!(
+            crate::exit::classify(&cx_parse("\"debain:6.1\"", dir.path()).unwrap_err()),
+            crate::exit::Exit::Usage
+        );
     }
 
     #[test]

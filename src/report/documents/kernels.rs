@@ -243,7 +243,14 @@ impl Document for Moved {
                 (_, true) => "already here",
                 _ => "imported",
             };
-            out.push_str(&format!("{verb}: {} {} ({}, {}) [{}]\n", k.variant, k.release, k.origin, mib(k.bytes), k.key));
+            out.push_str(&format!(
+                "{verb}: {} {} ({}, {}) [{}]\n",
+                k.variant,
+                k.release,
+                k.origin,
+                mib(k.bytes),
+                k.key
+            ));
         }
         out.push_str(&format!("{} kernels, {}\n", self.kernels.len(), self.archive.display()));
         out

@@ -649,3 +649,33 @@ fn tls_when_the_url_asks_for_it() {
     let e = err_text(Store::open(&StoreLocation::Postgres(format!("{plain}&sslmode=verify-full"))).err().unwrap());
     assert!(e.contains("cannot connect") && e.to_lowercase().contains("certificate"), "{e}");
 }
+
+/// A libpq keyword/value string names a PostgreSQL server, as the URL does
+/// (issue 28 item 6): the same server and schema, with fslab's TLS handling
+/// of `sslmode`/`sslrootcert` when the test server has a CA.
+#[test]
+fn a_keyword_value_string_reaches_the_server_the_url_names() {
+    let Some(db) = pg_db("kv") else { return };
+    let (url, schema) = db.pg_schema.clone().expect("a PostgreSQL test database");
+    let config: postgres::Config = url.parse().unwrap();
+    let postgres::config::Host::Tcp(host) = &config.get_hosts()[0] else { panic!("{url}: not a TCP host") };
+    let mut text = format!(
+        "host={host} port={} user={} dbname={} options='-csearch_path={schema}'",
+        config.get_ports().first().copied().unwrap_or(5432),
+        config.get_user().unwrap_or("postgres"),
+        config.get_dbname().unwrap_or("postgres"),
+    );
+    let ca = std::env::var("FSLAB_TEST_POSTGRES_CA").ok().filter(|ca| !ca.is_empty());
+    if let Some(ca) = &ca {
+        text.push_str(&format!(" sslmode=require sslrootcert='{ca}'"));
+    }
+    let location = StoreLocation::parse(&text);
+    assert!(location.is_postgres(), "{location}");
+    let mut store = Store::open(&location).unwrap_or_else(|e| panic!("{e:#}"));
+    let id = store.create_experiment(&new_exp("kv", "h")).unwrap();
+    assert_eq!(db.open().experiment(id).unwrap().name, "kv", "not written where the URL reads");
+    let tls: i64 = store
+        .read(|q| q.query_one("SELECT ssl::int FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])?.get(0))
+        .unwrap();
+    assert_eq!(tls, i64::from(ca.is_some()));
+}
