@@ -5,10 +5,12 @@
 //! user's checkout is untouched, the worktrees are gone afterwards, and a
 //! rerun reuses the stored steps.
 //!
-//! The commit dates are fixed so the commit ids, and with them the order
-//! git bisect visits commits in, are the same on every run. The layout was
-//! chosen (by simulating `git bisect run`) so that both the broken and the
-//! noisy commit are visited whether the noisy one ends good or undecided.
+//! The commit dates are fixed so the commit ids are the same on every run.
+//! The layout was chosen by simulating the step rule
+//! (`stats::multisect`, the middle candidate, the older one on a tie) so
+//! that both the broken and the noisy commit are visited, and the first
+//! bad one found, whether the noisy one ends good or undecided: the broken
+//! commit first (skipped), then the noisy one, then g5 and the first bad.
 
 use std::path::Path;
 use std::process::Command;
@@ -30,9 +32,9 @@ const COMMITS: &[(&str, &[f64])] = &[
     ("good end", GOOD),
     ("g1", GOOD),
     ("g2", GOOD),
-    ("broken", GOOD),
     // Between the ends, nearer the good one.
     ("noisy", &[0.15, 0.7, 0.3, 0.5, 0.2, 0.6]),
+    ("broken", GOOD),
     ("g5", GOOD),
     ("first bad", BAD),
     ("bad end", BAD),
