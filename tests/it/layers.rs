@@ -357,6 +357,7 @@ const KIND_LISTS: &[(&str, &str, &str, &str)] = &[
     ("monitor", "monitors!", "src/runner/monitors/mod.rs", "macro_rules! monitors"),
     ("VM request", "KINDS", "src/vm/kinds/mod.rs", "const KINDS"),
     ("media model", "MODELS", "src/media/mod.rs", "pub const MODELS"),
+    ("kernel source", "kernel_sources!", "src/kernel/source/mod.rs", "macro_rules! kernel_sources"),
 ];
 
 #[test]
