@@ -86,6 +86,10 @@ pub struct CommitBisectConfig {
     pub alpha: f64,
     /// Commits measured per step, at once. Default 1.
     pub parallel: usize,
+    /// Share the steps with other machines running the same command
+    /// against the same store: each commit is a one-shard campaign, measured
+    /// by whichever machine claims it first; the others wait for its runs.
+    pub fleet: bool,
     /// The bisection must already be stored (continue it, exit 2 if not).
     pub resume: bool,
     /// Where the worktrees go (a marked directory is made inside).
@@ -580,6 +584,9 @@ impl Bisector<'_> {
         exp.baseline = self.variant.clone();
         exp.repetitions = Repetitions::Fixed(rounds as u32);
         exp.name = format!("{} @ {}", exp.name, short(sha));
+        // The same on every machine of a fleet, whatever its paths (its
+        // worktrees, its clone): the commit of this bisection.
+        exp.spec_hash = crate::kernel::sha256_str(&format!("bisect\0{}\0{sha}", self.id));
         Ok(exp)
     }
 
@@ -733,6 +740,9 @@ impl Bisector<'_> {
         if jobs.is_empty() {
             return Ok(());
         }
+        if self.cfg.fleet {
+            return self.measure_on_fleet(sides, wanted, jobs);
+        }
         let location = self.store.store_location().cloned();
         let summaries: Vec<(usize, Result<RunSummary>)> = match location {
             Some(location) if jobs.len() > 1 => {
@@ -758,6 +768,15 @@ impl Bisector<'_> {
                 .map(|(i, exp, opts, _)| (i, runner::run(&exp, self.store, &opts, self.observer)))
                 .collect(),
         };
+        self.take_summaries(sides, summaries)
+    }
+
+    /// What the runs of `summaries` gave each side: its values, or why none.
+    fn take_summaries(
+        &mut self,
+        sides: &mut [&mut Measured],
+        summaries: Vec<(usize, Result<RunSummary>)>,
+    ) -> Result<()> {
         for (i, summary) in summaries {
             let summary = summary?;
             self.runs_done += summary.runs_ok + summary.runs_failed;
@@ -774,6 +793,69 @@ impl Bisector<'_> {
             }
         }
         Ok(())
+    }
+
+    /// [`Self::measure`] on a fleet: each job is the one shard of a campaign
+    /// named by the bisection, the commit and the runs wanted, the same on
+    /// every machine running this bisection; this process measures the ones
+    /// it claims (the runner's lease) and waits for the others' runs,
+    /// taking over a campaign whose holder is gone.
+    fn measure_on_fleet(
+        &mut self,
+        sides: &mut [&mut Measured],
+        wanted: &[usize],
+        jobs: Vec<(usize, Experiment, RunOptions, String)>,
+    ) -> Result<()> {
+        let shard = crate::store::Shard { index: 1, count: 1 };
+        let mut waiting: Vec<(usize, Experiment, RunOptions, String)> = Vec::new();
+        for (i, exp, mut opts, label) in jobs {
+            let campaign = format!("bisect-{}-{}-n{}", self.id, short(&sides[i].sha), wanted[i]);
+            if self.held_elsewhere(&campaign)? {
+                self.observer.message(&format!("{label}: measured by another machine; waiting for its runs"));
+                opts.campaign = Some(runner::fleet::CampaignShard { campaign, shard });
+                waiting.push((i, exp, opts, label));
+                continue;
+            }
+            opts.campaign = Some(runner::fleet::CampaignShard { campaign: campaign.clone(), shard });
+            let summary = runner::run(&exp, self.store, &opts, self.observer);
+            match summary {
+                // Claimed by another machine between the look and the claim.
+                Err(e) if format!("{e:#}").contains("is being measured by") => {
+                    self.observer.message(&format!("{label}: claimed by another machine; waiting for its runs"));
+                    waiting.push((i, exp, opts, label));
+                }
+                other => self.take_summaries(sides, vec![(i, other)])?,
+            }
+        }
+        for (i, exp, opts, label) in waiting {
+            let campaign = opts.campaign.as_ref().map(|c| c.campaign.clone()).unwrap_or_default();
+            loop {
+                signals::check_cancelled()?;
+                self.load(sides[i])?;
+                if sides[i].values.len() >= wanted[i] {
+                    break;
+                }
+                if !self.held_elsewhere(&campaign)? {
+                    // Its holder finished short, or is gone: measure the rest here.
+                    self.observer.message(&format!("{label}: its holder is gone; measuring it here"));
+                    let summary = runner::run(&exp, self.store, &opts, self.observer);
+                    self.take_summaries(sides, vec![(i, summary)])?;
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_secs(5));
+            }
+        }
+        Ok(())
+    }
+
+    /// Is the campaign's one shard held by a live process other than this one?
+    fn held_elsewhere(&self, campaign: &str) -> Result<bool> {
+        let Some(id) = self.store.find_campaign(campaign)? else { return Ok(false) };
+        let key = crate::store::owner::LeaseKey { experiment_id: id, shard: Some(1) };
+        Ok(self.store.lease_holder(key)?.is_some_and(|h| {
+            h.owner != *crate::sys::identity::ProcessIdentity::current()
+                && !h.can_be_taken_over(std::time::SystemTime::now())
+        }))
     }
 
     /// Why the runs of an experiment gave no value.
@@ -825,10 +907,12 @@ fn mean(v: &[f64], higher_is_better: bool) -> f64 {
     crate::stats::summarize(v, higher_is_better).mean
 }
 
-/// The bisection's identity: the same question asked again resumes it.
-fn bisect_id(repo: &Path, good: &str, bad: &str, template: &str, variant: &str, metric: &str, build: &str) -> String {
+/// The bisection's identity: the same question asked again resumes it, on
+/// this machine or any of a fleet (the commits name the history, so where
+/// the repository is checked out does not count).
+fn bisect_id(good: &str, bad: &str, template: &str, variant: &str, metric: &str, build: &str) -> String {
     let mut h = Sha256::new();
-    for part in [repo.to_string_lossy().as_ref(), good, bad, template, variant, metric, build] {
+    for part in [good, bad, template, variant, metric, build] {
         h.update(part.as_bytes());
         h.update([0]);
     }
@@ -930,8 +1014,7 @@ pub fn bisect_commits(
             MetricRef { workload: w.label.clone(), metric: name.to_string() }
         }
     };
-    let id =
-        bisect_id(&repo, &good, &bad, &original, &variant, &metric.to_string(), cfg.build.as_deref().unwrap_or(""));
+    let id = bisect_id(&good, &bad, &original, &variant, &metric.to_string(), cfg.build.as_deref().unwrap_or(""));
     if cfg.resume && b.store.experiments_tagged(&[(TAG_BISECT.to_string(), id.clone())])?.is_empty() {
         return Err(usage(format!(
             "--resume: {} holds no bisection {id} of {} .. {} with this file, variant and metric",

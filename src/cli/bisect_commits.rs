@@ -60,6 +60,11 @@ pub struct BisectCommitsArgs {
     /// Commits measured per step, side by side (multisection): N commits take about log_(K+1) N steps.
     #[arg(long, value_name = "K", default_value_t = 1)]
     parallel: usize,
+    /// Share the steps with other machines running this same command against the same (PostgreSQL)
+    /// store: each commit of a step is claimed by one machine and measured there; the others wait for its
+    /// runs. With --parallel K, K machines measure a step's K commits at once.
+    #[arg(long)]
+    fleet: bool,
     /// Continue the bisection this command line started (its stored steps are reused; exit 2 when
     /// there is none). Without it a stored bisection is continued too.
     #[arg(long)]
@@ -93,6 +98,7 @@ pub fn bisect_commits_cmd(args: BisectCommitsArgs) -> Result<ExitCode> {
         max_rounds: args.max_runs,
         alpha: args.alpha,
         parallel: args.parallel,
+        fleet: args.fleet,
         resume: args.resume,
         worktree_base: args.worktrees,
         overrides: args.kernel_cache.overrides(args.workdir.as_deref()),
