@@ -128,6 +128,7 @@ fn vm_probe(args: ProbeArgs) -> Result<ExitCode> {
         kernel_args: args.kernel_args.clone(),
         agent: None,
         disk_media: None,
+        profile: true,
     };
     diagnostic(&format!("vm-probe: booting {} ({})", kernel.release, kernel.source));
     match probe_session(&kernel, &config, &absolute(&args.workdir)?, &args) {

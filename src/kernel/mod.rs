@@ -27,6 +27,7 @@ pub mod debian;
 pub mod kconfig;
 pub mod outlook;
 pub mod stage;
+pub mod symbols;
 
 use std::fs::{self, File};
 use std::io::Read;

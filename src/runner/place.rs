@@ -213,11 +213,13 @@ impl KernelVms {
 
         let summary = session.summary();
         let instructions = session.take_instructions();
+        let profile = session.take_profile();
         let mut record = match answer {
             Ok(record) => record,
             Err(e) => failed(e.context(format!("running in the VM of variant `{}`", variant.name))),
         };
         if record.status == Some(RunStatus::Ok) {
+            store_profile(&mut record, profile, instructions.as_ref());
             record.metrics.extend(instructions);
         }
         let guest_release = record.place.as_ref().map(|p| p.kernel_release.clone());
@@ -338,6 +340,29 @@ fn kernel_cache(exp: &Experiment) -> PathBuf {
     exp.kernel_cache()
 }
 
+/// Stores the run's profile (extra [`vm::profile::EXTRA`]), or says in the
+/// run's notes why there is none: the plugin's file did not parse, or its
+/// total is not the window's count (both come from one snapshot, so that
+/// would be a bug).
+fn store_profile(
+    record: &mut RunRecord,
+    profile: Option<Result<vm::profile::RunProfile>>,
+    instructions: Option<&crate::metric::Metric>,
+) {
+    let profile = match profile {
+        None => return,
+        Some(Err(e)) => return record.notes.push(format!("no profile of this run: {e:#}")),
+        Some(Ok(p)) => p,
+    };
+    if let Some(count) = instructions.map(|m| m.value as u64).filter(|&c| c != profile.total) {
+        let total = profile.total;
+        return record.notes.push(format!("no profile of this run: it counts {total} instructions, the run {count}"));
+    }
+    if let Err(e) = record.put_extra(vm::profile::EXTRA, &profile) {
+        record.notes.push(format!("no profile of this run: {e:#}"));
+    }
+}
+
 /// The VM of `variant`: sized as its `vm` says, a testbed disk as large as
 /// its testbed, the filesystem's module loaded, the input cache (and the
 /// experiment file's directory, for input files it names) shown read-only.
@@ -369,6 +394,7 @@ fn vm_config(exp: &Experiment, variant: &VariantConfig, spec: &crate::experiment
         kernel_args: spec.cmdline.clone(),
         agent: None,
         disk_media: variant.testbed.device.clone(),
+        profile: true,
     }
 }
 
