@@ -345,7 +345,7 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// Runs headless Chromium on `page` with `extra` arguments; returns
 /// (stdout, stderr).
-fn chromium(page: &Path, extra: &[String]) -> (String, String) {
+pub(crate) fn chromium(page: &Path, extra: &[String]) -> (String, String) {
     let profile = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(CHROMIUM);
     cmd.args([
@@ -372,7 +372,7 @@ fn chromium(page: &Path, extra: &[String]) -> (String, String) {
 /// Lines of Chromium's log that report a problem of the page itself:
 /// console messages (`CONSOLE(`/`console`), uncaught exceptions, and failed
 /// loads of anything (a network fetch from a file:// page would fail here).
-fn page_errors(stderr: &str) -> Vec<String> {
+pub(crate) fn page_errors(stderr: &str) -> Vec<String> {
     stderr
         .lines()
         .filter(|l| {
@@ -387,7 +387,7 @@ fn page_errors(stderr: &str) -> Vec<String> {
         .collect()
 }
 
-fn chromium_or_skip() -> bool {
+pub(crate) fn chromium_or_skip() -> bool {
     if Path::new(CHROMIUM).exists() {
         true
     } else {
@@ -400,7 +400,7 @@ fn chromium_or_skip() -> bool {
 
 /// Minimal PNG decoder (8-bit RGB/RGBA, non-interlaced, as Chromium writes
 /// screenshots): returns (width, height, channels, pixels).
-fn decode_png(bytes: &[u8]) -> (usize, usize, usize, Vec<u8>) {
+pub(crate) fn decode_png(bytes: &[u8]) -> (usize, usize, usize, Vec<u8>) {
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
     let (mut pos, mut idat) = (8, Vec::new());
     let (mut w, mut h, mut channels) = (0usize, 0usize, 0usize);
