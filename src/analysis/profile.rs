@@ -5,6 +5,16 @@
 //! ([`compare_family`]: Benjamini–Hochberg over the functions of one
 //! comparison), the largest differences first.
 //!
+//! Which functions are tested: those of at least [`TESTED_SHARE`] of the
+//! window, by the pooled mean of both sides; the rest are shown (their
+//! differences still add up) but get no verdict. A filter on a statistic
+//! that ignores which side a run is on leaves the rank test's p-values
+//! uniform under no change, so BH still controls the false discovery rate
+//! among the tested ("independent filtering", Bourgon, Gentleman and
+//! Huber, PNAS 2010), while a family of every function would leave none
+//! decidable at a few runs: the smallest p of 5 runs against 5 is 0.008,
+//! and BH over m functions needs p ≤ 0.05·R/m.
+//!
 //! Exact by construction: a run's stored profile ([`RunProfile`]) is its
 //! functions above the stored share plus a remainder, adding up to its
 //! total; a function a run did not store counts 0 there (its instructions
@@ -25,6 +35,9 @@ use crate::vm::profile::{background, Background, Origin, RunProfile, EXTRA};
 
 /// The name of the remainder row.
 pub const OTHER: &str = "other";
+/// Rows of at least this share of the window (pooled mean over both sides'
+/// runs, against the pooled mean total) are tested; the rest are shown.
+pub const TESTED_SHARE: f64 = 1e-3;
 
 /// How the counts of a comparison were taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -66,9 +79,17 @@ pub struct ProfileRow {
     /// Runs (of both sides) in which the function was below the stored
     /// share and counts 0.
     pub runs_below_share: usize,
-    /// The change, its interval and verdict, as `compare` computes them.
+    /// The change, its interval and verdict, as `compare` computes them;
+    /// None for a row below [`TESTED_SHARE`] (not tested).
     #[serde(flatten)]
-    pub comparison: Comparison,
+    pub comparison: Option<Comparison>,
+}
+
+impl ProfileRow {
+    /// The verdict, when the row was tested.
+    pub fn verdict(&self) -> Option<crate::stats::Verdict> {
+        self.comparison.as_ref().map(|c| c.verdict)
+    }
 }
 
 /// One variant against the baseline on one workload.
@@ -88,6 +109,8 @@ pub struct ProfileComparison {
     pub change_pct: f64,
     pub theta: f64,
     pub alpha: f64,
+    /// Rows tested: one Benjamini–Hochberg family.
+    pub tested: usize,
     /// Every function seen in a run, and the remainder; largest |difference| first.
     pub rows: Vec<ProfileRow>,
 }
@@ -176,9 +199,14 @@ fn compare_pair(
     rows.insert((None, OTHER.to_string(), None), all.iter().map(|p| p.other as f64).collect());
     let keys: Vec<Key> = rows.keys().cloned().collect();
     let split: Vec<(&[f64], &[f64])> = keys.iter().map(|k| rows[k].split_at(b.len())).collect();
-    let items: Vec<(&[f64], &[f64], bool)> = split.iter().map(|&(x, y)| (x, y, false)).collect();
-    let comparisons = compare_family(&items, cfg);
     let mean = |xs: &[f64]| if xs.is_empty() { f64::NAN } else { xs.iter().sum::<f64>() / xs.len() as f64 };
+    // Tested: pooled over both sides, so the filter does not look at which side is which.
+    let pooled_total = mean(&all.iter().map(|p| p.total as f64).collect::<Vec<_>>());
+    let tested: Vec<bool> = keys.iter().map(|k| mean(&rows[k]) >= TESTED_SHARE * pooled_total).collect();
+    let items: Vec<(&[f64], &[f64], bool)> =
+        split.iter().zip(&tested).filter(|(_, &t)| t).map(|(&(x, y), _)| (x, y, false)).collect();
+    let mut decided = compare_family(&items, cfg).into_iter();
+    let comparisons: Vec<Option<Comparison>> = tested.iter().map(|&t| if t { decided.next() } else { None }).collect();
     let totals = |side: &[&RunProfile]| mean(&side.iter().map(|p| p.total as f64).collect::<Vec<_>>());
     let (total_baseline, total_variant) = (totals(b), totals(v));
     let difference = total_variant - total_baseline;
@@ -218,6 +246,7 @@ fn compare_pair(
         change_pct: (total_variant / total_baseline - 1.0) * 100.0,
         theta: cfg.theta,
         alpha: cfg.alpha,
+        tested: items.len(),
         rows: out,
     }
 }
@@ -270,7 +299,7 @@ mod tests {
         let c = &compare_profiles(&runs, "base", &cfg)[0];
         assert_eq!((c.variant.as_str(), c.n_baseline, c.n_variant, c.counting), ("more", 5, 5, CountKind::Exact));
         assert_eq!(c.rows[0].symbol, "read_zero");
-        assert_eq!(c.rows[0].comparison.verdict, Verdict::Regressed);
+        assert_eq!(c.rows[0].verdict(), Some(Verdict::Regressed));
         assert!((c.rows[0].difference - 45.0 * 50_000.0).abs() < 100.0, "{}", c.rows[0].difference);
         let sum: f64 = c.rows.iter().map(|r| r.difference).sum();
         assert!((sum - c.difference).abs() < 1e-6 * c.difference.abs(), "{sum} vs {}", c.difference);
@@ -283,8 +312,48 @@ mod tests {
         let other = c.rows.iter().find(|r| r.origin.is_none()).unwrap();
         assert_eq!(other.symbol, OTHER);
         assert_eq!(c.rows.iter().find(|r| r.symbol == "do_idle").unwrap().background, Some(Background::Idle));
-        // One family: the BH family is every row.
-        assert_eq!(c.rows[0].comparison.decided_by.family_size, c.rows.len());
+        // One family: the rows of at least 0.1% of the window; do_idle (700 of 7.6 M), rare_fn and
+        // the remainder are shown, not tested.
+        let tested = c.rows.iter().filter(|r| r.comparison.is_some()).count();
+        assert_eq!((c.tested, tested), (2, 2), "read_zero and user");
+        assert_eq!(c.rows[0].comparison.as_ref().unwrap().decided_by.family_size, 2);
+        assert_eq!(c.rows.iter().find(|r| r.symbol == "do_idle").unwrap().verdict(), None);
+    }
+
+    /// What the README says of power: one function that moved among 40
+    /// tested ones is `inconclusive` at 5 runs per side (the rank test's
+    /// smallest p, 0.008, times 40 is above α) and `regressed` at 7.
+    #[test]
+    fn a_lone_mover_among_forty_needs_seven_runs() {
+        let profile = |mover: u64, jitter: u64| {
+            let mut entries: Vec<ProfileEntry> =
+                (0..39).map(|i| entry(&format!("f{i}"), Origin::Kernel, 100_000 + jitter * (i % 3))).collect();
+            entries.push(entry("mover", Origin::Kernel, mover + jitter));
+            let total = entries.iter().map(|e| e.count).sum();
+            RunProfile {
+                counting: Counting::Exact,
+                total,
+                entries,
+                other: 0,
+                other_entries: 0,
+                min_share: MIN_SHARE,
+                symbols: "test".into(),
+            }
+        };
+        let verdict = |n: usize| {
+            let mut runs = Vec::new();
+            for i in 0..n as u64 {
+                for (variant, mover) in [("base", 100_000), ("slow", 110_000)] {
+                    let profile = profile(mover, i * 7);
+                    runs.push(ProfiledRun { variant: variant.into(), workload: "w".into(), seq: 0, profile });
+                }
+            }
+            let c = compare_profiles(&runs, "base", &CompareConfig::default()).remove(0);
+            assert_eq!((c.tested, c.rows[0].symbol.as_str()), (40, "mover"));
+            c.rows[0].verdict()
+        };
+        assert_eq!(verdict(5), Some(Verdict::Inconclusive));
+        assert_eq!(verdict(7), Some(Verdict::Regressed));
     }
 
     #[test]
@@ -297,7 +366,7 @@ mod tests {
         runs[1].profile.counting = Counting::Sampled { event: "instructions".into(), period: 1000, samples: 5 };
         let c = &compare_profiles(&runs, "base", &CompareConfig::default())[0];
         assert_eq!(c.counting, CountKind::Sampled);
-        assert!(c.rows.iter().all(|r| !matches!(r.comparison.verdict, Verdict::Regressed | Verdict::Improved)));
+        assert!(c.rows.iter().all(|r| !matches!(r.verdict(), Some(Verdict::Regressed | Verdict::Improved))));
         // A variant without profiles, or a workload the baseline lacks, is no comparison.
         assert!(compare_profiles(&runs[..1], "base", &CompareConfig::default()).is_empty());
     }

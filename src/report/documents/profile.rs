@@ -9,7 +9,7 @@ use comfy_table::{presets::NOTHING, Cell, CellAlignment, Table};
 use serde::Serialize;
 
 use super::super::markdown::md_esc;
-use crate::analysis::profile::{CountKind, ProfileComparison, ProfileRow};
+use crate::analysis::profile::{CountKind, ProfileComparison, ProfileRow, TESTED_SHARE};
 use crate::human;
 use crate::report::Document;
 use crate::stats::Verdict;
@@ -54,7 +54,7 @@ pub fn row_notes(r: &ProfileRow) -> Vec<String> {
         notes.push("only in the variant".to_string());
     } else if r.mean_variant == 0.0 && r.mean_baseline > 0.0 {
         notes.push("only in the baseline".to_string());
-    } else if let Some(note) = &r.comparison.interval_note {
+    } else if let Some(note) = r.comparison.as_ref().and_then(|c| c.interval_note.as_ref()) {
         notes.push(note.clone());
     }
     if r.runs_below_share > 0 && r.origin.is_some() {
@@ -78,15 +78,18 @@ pub fn heading(c: &ProfileComparison) -> String {
         CountKind::Sampled => "SAMPLED counts (perf samples × period: estimates)",
     };
     format!(
-        "{}: {} vs {} — {counting}, {} + {} runs; the {} rows are one Benjamini–Hochberg family (α = {}, θ = ±{}%)",
+        "{}: {} vs {} — {counting}, {} + {} runs; the {} rows of at least {} of a run are tested as one \
+         Benjamini–Hochberg family (α = {}, θ = ±{}%), the other {} are shown",
         c.workload,
         c.variant,
         c.baseline,
         c.n_baseline,
         c.n_variant,
-        c.rows.len(),
+        c.tested,
+        share(TESTED_SHARE),
         c.alpha,
-        human::number(c.theta * 100.0)
+        human::number(c.theta * 100.0),
+        c.rows.len() - c.tested
     )
 }
 
@@ -118,17 +121,26 @@ pub fn coverage_line(c: &ProfileComparison, shown: usize) -> String {
     line
 }
 
-/// The CI cell: `[+1.2%, +3.4%] at 95%`.
-fn ci(r: &ProfileRow) -> String {
-    format!(
-        "{} at {}",
-        human::ci_pct(r.comparison.ci_low_pct, r.comparison.ci_high_pct),
-        human::percent(r.comparison.ci_level * 100.0)
-    )
+/// The relative change of the means: `+50.00%`.
+pub fn change(r: &ProfileRow) -> String {
+    human::change_pct((r.mean_variant - r.mean_baseline) / r.mean_baseline.abs() * 100.0)
+}
+
+/// The CI cell: `[+1.2%, +3.4%] at 95%`, or nothing when not tested.
+pub fn ci(r: &ProfileRow) -> String {
+    match &r.comparison {
+        Some(c) => format!("{} at {}", human::ci_pct(c.ci_low_pct, c.ci_high_pct), human::percent(c.ci_level * 100.0)),
+        None => human::NONE.to_string(),
+    }
+}
+
+/// The verdict word, or `not tested`.
+pub fn verdict(r: &ProfileRow) -> String {
+    r.verdict().map_or_else(|| "not tested".to_string(), |v| v.to_string())
 }
 
 fn decided(r: &ProfileRow) -> bool {
-    matches!(r.comparison.verdict, Verdict::Regressed | Verdict::Improved)
+    matches!(r.verdict(), Some(Verdict::Regressed | Verdict::Improved))
 }
 
 /// One comparison as a terminal table.
@@ -140,14 +152,14 @@ pub fn text_of(c: &ProfileComparison, shown: usize) -> String {
     table.load_style(NOTHING);
     table.set_header(["function", &c.baseline, &c.variant, "Δ", "of Δ", "change", "CI", "verdict", "notes"]);
     for r in c.rows.iter().take(shown) {
-        let verdict = if decided(r) { format!("*{}*", r.comparison.verdict) } else { r.comparison.verdict.to_string() };
+        let verdict = if decided(r) { format!("*{}*", verdict(r)) } else { verdict(r) };
         table.add_row(vec![
             Cell::new(row_label(r)),
             Cell::new(human::count(r.mean_baseline)).set_alignment(CellAlignment::Right),
             Cell::new(human::count(r.mean_variant)).set_alignment(CellAlignment::Right),
             Cell::new(human::signed_count(r.difference)).set_alignment(CellAlignment::Right),
             Cell::new(human::percent(r.share_of_difference * 100.0)).set_alignment(CellAlignment::Right),
-            Cell::new(human::change_pct(r.comparison.change_pct)).set_alignment(CellAlignment::Right),
+            Cell::new(change(r)).set_alignment(CellAlignment::Right),
             Cell::new(ci(r)),
             Cell::new(verdict),
             Cell::new(row_notes(r).join("; ")),
@@ -169,7 +181,7 @@ pub fn markdown_of(c: &ProfileComparison, shown: usize) -> String {
         md_esc(&c.variant)
     );
     for r in c.rows.iter().take(shown) {
-        let verdict = r.comparison.verdict.to_string();
+        let verdict = verdict(r);
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
@@ -178,7 +190,7 @@ pub fn markdown_of(c: &ProfileComparison, shown: usize) -> String {
             human::count(r.mean_variant),
             human::signed_count(r.difference),
             human::percent(r.share_of_difference * 100.0),
-            human::change_pct(r.comparison.change_pct),
+            change(r),
             md_esc(&ci(r)),
             if decided(r) { format!("**{verdict}**") } else { verdict },
             md_esc(&row_notes(r).join("; "))

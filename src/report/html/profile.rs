@@ -16,7 +16,9 @@ use std::fmt::Write;
 use crate::analysis::profile::{ProfileComparison, ProfileRow};
 use crate::human;
 use crate::report::data::ReportData;
-use crate::report::documents::profile::{coverage_line, heading, row_label, row_notes, total_line};
+use crate::report::documents::profile::{
+    change, ci, coverage_line, heading, row_label, row_notes, total_line, verdict,
+};
 use crate::report::svg::{esc, nice_ticks};
 use crate::stats::Verdict;
 use crate::vm::profile::Origin;
@@ -34,12 +36,13 @@ const MB: f64 = 34.0;
 const ROW: f64 = 18.0;
 
 /// Fill of a function's bar by its verdict.
-fn verdict_fill(v: Verdict) -> &'static str {
+fn verdict_fill(v: Option<Verdict>) -> &'static str {
     match v {
-        Verdict::Regressed => "#D55E00",
-        Verdict::Improved => "#009E73",
-        Verdict::Inconclusive => "#E69F00",
-        Verdict::NoChange => "#999999",
+        Some(Verdict::Regressed) => "#D55E00",
+        Some(Verdict::Improved) => "#009E73",
+        Some(Verdict::Inconclusive) => "#E69F00",
+        Some(Verdict::NoChange) => "#999999",
+        None => "#CCCCCC",
     }
 }
 
@@ -140,7 +143,7 @@ fn diverging_bars(kind: &str, title: &str, bars: &[Bar]) -> String {
 /// A function's change interval in instructions: its relative interval
 /// applied to the baseline's mean (none when the baseline has none).
 fn absolute_interval(r: &ProfileRow) -> Option<(f64, f64)> {
-    let c = &r.comparison;
+    let c = r.comparison.as_ref()?;
     (r.mean_baseline > 0.0 && c.ci_low_pct.is_finite() && c.ci_high_pct.is_finite())
         .then(|| (r.mean_baseline * c.ci_low_pct / 100.0, r.mean_baseline * c.ci_high_pct / 100.0))
 }
@@ -172,16 +175,16 @@ pub fn charts(c: &ProfileComparison) -> String {
             label: row_label(r),
             difference: r.difference,
             interval: absolute_interval(r),
-            fill: verdict_fill(r.comparison.verdict),
+            fill: verdict_fill(r.verdict()),
             tip: format!(
-                "{}: {} → {}, {} ({} {}), {}",
+                "{}: {} → {}, {} ({}, CI {}), {}",
                 row_label(r),
                 human::count(r.mean_baseline),
                 human::count(r.mean_variant),
                 human::signed_count(r.difference),
-                human::change_pct(r.comparison.change_pct),
-                human::ci_pct(r.comparison.ci_low_pct, r.comparison.ci_high_pct),
-                r.comparison.verdict
+                change(r),
+                ci(r),
+                verdict(r)
             ),
         })
         .collect();
@@ -191,7 +194,7 @@ pub fn charts(c: &ProfileComparison) -> String {
          functions' differences summed (no verdict of their own).</figcaption></figure><figure>{}<figcaption>The {} \
          functions that carry most of the difference, coloured by verdict (<span class=\"v-regressed\">regressed</span>, \
          <span class=\"v-improved\">improved</span>, <span class=\"v-inconclusive\">inconclusive</span>, \
-         no-change grey); the line is the change's interval in instructions.</figcaption></figure></div>",
+         no-change grey, not tested light grey); the line is the change's interval in instructions.</figcaption></figure></div>",
         diverging_bars("profile-groups", &format!("{title}, by group"), &group_bars),
         diverging_bars("profile-functions", &format!("{title}, by function"), &function_bars),
         function_bars.len()
@@ -217,8 +220,8 @@ pub fn section(d: &ReportData, out: &mut String) {
         "<section id=\"profile\"><h2>Where the instructions went</h2><p>The guest's instructions of each run's measured \
          part by kernel function (user space as one entry), from the runs' stored profiles. Per function: both sides' \
          mean count, the difference, the relative change with its interval and a verdict as the comparison computes \
-         them, all functions of a comparison one Benjamini–Hochberg family. The rows' differences add up to the \
-         total's.</p>",
+         them; the functions of at least 0.1% of a run are tested as one Benjamini–Hochberg family per \
+         comparison, the smaller ones are shown untested. The rows' differences add up to the total's.</p>",
     );
     for c in &comparisons {
         let _ = write!(out, "<h3>{}</h3><p>{}</p>", esc(&heading(c)), esc(&total_line(c)));
@@ -228,20 +231,20 @@ pub fn section(d: &ReportData, out: &mut String) {
              <th>variant</th><th>Δ</th><th>of Δ</th><th>change</th><th>CI</th><th>verdict</th><th>notes</th></tr>",
         );
         for r in c.rows.iter().take(ROWS) {
-            let v = r.comparison.verdict.as_str();
+            let v = r.verdict().map_or("not-tested", |v| v.as_str());
             let _ = write!(
                 out,
                 "<tr class=\"v-{v}\"><td><code>{}</code></td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
-                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{} {}</td>\
-                 <td><span class=\"verdict v-{v}\">{v}</span></td><td class=\"notes\">{}</td></tr>",
+                 <td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td>\
+                 <td><span class=\"verdict v-{v}\">{}</span></td><td class=\"notes\">{}</td></tr>",
                 esc(&row_label(r)),
                 human::count(r.mean_baseline),
                 human::count(r.mean_variant),
                 human::signed_count(r.difference),
                 human::percent(r.share_of_difference * 100.0),
-                human::change_pct(r.comparison.change_pct),
-                human::percent(r.comparison.ci_level * 100.0),
-                human::ci_pct(r.comparison.ci_low_pct, r.comparison.ci_high_pct),
+                change(r),
+                esc(&ci(r)),
+                esc(&verdict(r)),
                 esc(&row_notes(r).join("; "))
             );
         }
