@@ -79,6 +79,12 @@ pub struct ProfileRow {
     /// Runs (of both sides) in which the function was below the stored
     /// share and counts 0.
     pub runs_below_share: usize,
+    /// Set when the row is `inconclusive` only for the family's sake: its
+    /// own interval lies beyond ±θ, but with this few runs the rank test's
+    /// smallest p times the tested rows exceeds α (5 runs against 5 cannot
+    /// go below 0.008, so one mover among 41 cannot pass Benjamini–Hochberg).
+    /// The runs per side at which that p could pass.
+    pub runs_to_decide: Option<usize>,
     /// The change, its interval and verdict, as `compare` computes them;
     /// None for a row below [`TESTED_SHARE`] (not tested).
     #[serde(flatten)]
@@ -227,6 +233,7 @@ fn compare_pair(
                 difference: mean_variant - mean_baseline,
                 share_of_difference: (mean_variant - mean_baseline) / difference,
                 runs_below_share,
+                runs_to_decide: comparison.as_ref().and_then(|c| runs_to_decide(c, cfg)),
                 comparison,
             }
         })
@@ -249,6 +256,26 @@ fn compare_pair(
         tested: items.len(),
         rows: out,
     }
+}
+
+/// The smallest two-sided p of the exact rank test with `n` runs per side
+/// and no ties: the most extreme of the `C(2n, n)` arrangements, either way.
+fn smallest_rank_p(n: usize) -> f64 {
+    let arrangements = (1..=n).fold(1.0_f64, |c, k| c * (n + k) as f64 / k as f64);
+    2.0 / arrangements
+}
+
+/// See [`ProfileRow::runs_to_decide`].
+fn runs_to_decide(c: &Comparison, cfg: &CompareConfig) -> Option<usize> {
+    let beyond = c.ci_low_pct > cfg.theta * 100.0 || c.ci_high_pct < -cfg.theta / (1.0 + cfg.theta) * 100.0;
+    let blocked =
+        c.verdict == crate::stats::Verdict::Inconclusive && c.method == crate::stats::CompareMethod::LogRank && beyond;
+    if !blocked {
+        return None;
+    }
+    // BH at best ranks it among the selected, or first.
+    let needed = cfg.alpha * c.decided_by.selected.max(1) as f64 / c.decided_by.family_size as f64;
+    (c.decided_by.look.n..=100).find(|&n| smallest_rank_p(n) <= needed)
 }
 
 #[cfg(test)]
@@ -322,7 +349,8 @@ mod tests {
 
     /// What the README says of power: one function that moved among 40
     /// tested ones is `inconclusive` at 5 runs per side (the rank test's
-    /// smallest p, 0.008, times 40 is above α) and `regressed` at 7.
+    /// smallest p, 0.008, times 40 is above α), which the row says with the
+    /// runs that would decide, and `regressed` at 7.
     #[test]
     fn a_lone_mover_among_forty_needs_seven_runs() {
         let profile = |mover: u64, jitter: u64| {
@@ -350,10 +378,11 @@ mod tests {
             }
             let c = compare_profiles(&runs, "base", &CompareConfig::default()).remove(0);
             assert_eq!((c.tested, c.rows[0].symbol.as_str()), (40, "mover"));
-            c.rows[0].verdict()
+            (c.rows[0].verdict(), c.rows[0].runs_to_decide)
         };
-        assert_eq!(verdict(5), Some(Verdict::Inconclusive));
-        assert_eq!(verdict(7), Some(Verdict::Regressed));
+        assert_eq!(verdict(5), (Some(Verdict::Inconclusive), Some(7)));
+        assert_eq!(verdict(7), (Some(Verdict::Regressed), None));
+        assert!((smallest_rank_p(5) - 2.0 / 252.0).abs() < 1e-12);
     }
 
     #[test]

@@ -252,8 +252,9 @@ impl SymbolMap {
 }
 
 /// Which object of a built kernel defines each function: `nm -A` over the
-/// object directory's `vmlinux.a` (6.1 and later) or `built-in.a`, Kbuild's
-/// thin archives of every object linked into the image.
+/// object directory's thin archives of the objects linked into the image
+/// (Kbuild's `vmlinux.a` from 6.1 on; before, each top-level directory's
+/// `built-in.a` and `arch/<arch>/built-in.a`).
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ObjectMap {
     /// Function name → the object's path relative to the object directory.
@@ -261,14 +262,45 @@ pub struct ObjectMap {
 }
 
 impl ObjectMap {
-    /// Reads the archive of the object directory `objdir`.
+    /// Reads the archives of the object directory `objdir`.
     pub fn read(objdir: &Path) -> Result<ObjectMap> {
-        let Some(archive) = ["vmlinux.a", "built-in.a"].iter().map(|a| objdir.join(a)).find(|p| p.is_file()) else {
-            bail!("{} has neither vmlinux.a nor built-in.a: not a built kernel's object directory", objdir.display())
+        let archives = Self::archives(objdir)?;
+        if archives.is_empty() {
+            bail!("{} has no vmlinux.a or built-in.a: not a built kernel's object directory", objdir.display());
+        }
+        let mut args = vec!["-A", "--defined-only"];
+        args.extend(archives.iter().map(String::as_str));
+        // Run in the object directory, so members are named relative to it.
+        let out = crate::sys::exec::run_in("nm", &args, Some(objdir), crate::sys::exec::TOOL_TIMEOUT)
+            .map_err(|e| anyhow::anyhow!("running nm in {}: {e}", objdir.display()))?;
+        if !out.success {
+            bail!("nm in {} failed: {}", objdir.display(), out.stderr.lines().next().unwrap_or_default());
+        }
+        Ok(Self::parse(&out.stdout, objdir))
+    }
+
+    /// The archives to read, relative to `objdir`.
+    fn archives(objdir: &Path) -> Result<Vec<String>> {
+        if objdir.join("vmlinux.a").is_file() {
+            return Ok(vec!["vmlinux.a".to_string()]);
+        }
+        let children = |dir: &Path| -> Result<Vec<PathBuf>> {
+            let entries =
+                std::fs::read_dir(objdir.join(dir)).with_context(|| format!("reading {}", objdir.display()))?;
+            Ok(entries.flatten().map(|e| dir.join(e.file_name())).collect())
         };
-        let path = archive.to_str().with_context(|| format!("{} is not a UTF-8 path", archive.display()))?;
-        let out = crate::sys::exec::run_tool("nm", &["-A", "--defined-only", path])?;
-        Ok(Self::parse(&out, objdir))
+        let mut dirs = children(Path::new(""))?;
+        if objdir.join("arch").is_dir() {
+            dirs.extend(children(Path::new("arch"))?);
+        }
+        let mut found: Vec<String> = dirs
+            .iter()
+            .map(|d| d.join("built-in.a"))
+            .filter(|a| objdir.join(a).is_file())
+            .filter_map(|a| a.to_str().map(str::to_string))
+            .collect();
+        found.sort();
+        Ok(found)
     }
 
     /// `nm -A` lines: `ARCHIVE:MEMBER:ADDRESS TYPE NAME` (GNU nm names a
@@ -430,15 +462,40 @@ ffffffff83001000 T _einittext
         crate::sys::exec::run_tool("cc", &["-c", "-o", obj.to_str().unwrap(), sub.join("a.c").to_str().unwrap()])
             .unwrap();
         let archive = dir.path().join("vmlinux.a");
-        crate::sys::exec::run_in(
+        let out = crate::sys::exec::run_in(
             "ar",
-            &["cDPrST", archive.to_str().unwrap(), "fs/demo/a.o"],
+            &["cDPrST", "vmlinux.a", "fs/demo/a.o"],
             Some(dir.path()),
             std::time::Duration::from_secs(30),
         )
         .unwrap();
+        assert!(out.success, "{}", out.stderr);
         let map = ObjectMap::read(dir.path()).unwrap();
         assert_eq!(map.object("demo_read"), Some("fs/demo/a.o"), "{map:?}");
         assert_eq!(map.object("demo_data"), None);
+        // Before 6.1 there is no vmlinux.a: each top-level directory's built-in.a, and arch's.
+        std::fs::remove_file(&archive).unwrap();
+        let x86 = dir.path().join("arch/x86/entry");
+        std::fs::create_dir_all(&x86).unwrap();
+        std::fs::write(x86.join("b.c"), "void demo_entry(void) {}\n").unwrap();
+        let cc = |src: &Path, obj: &Path| {
+            crate::sys::exec::run_tool("cc", &["-c", "-o", obj.to_str().unwrap(), src.to_str().unwrap()]).unwrap();
+        };
+        cc(&x86.join("b.c"), &x86.join("b.o"));
+        // As Kbuild runs it: in the object directory, with relative paths.
+        for (archive, member) in [("fs/built-in.a", "fs/demo/a.o"), ("arch/x86/built-in.a", "arch/x86/entry/b.o")] {
+            let out = crate::sys::exec::run_in(
+                "ar",
+                &["cDPrST", archive, member],
+                Some(dir.path()),
+                std::time::Duration::from_secs(30),
+            )
+            .unwrap();
+            assert!(out.success, "{}", out.stderr);
+        }
+        let map = ObjectMap::read(dir.path()).unwrap();
+        assert_eq!(map.object("demo_read"), Some("fs/demo/a.o"), "{map:?}");
+        assert_eq!(map.object("demo_entry"), Some("arch/x86/entry/b.o"), "{map:?}");
+        assert!(ObjectMap::read(&dir.path().join("fs/demo")).is_err(), "no archives: not an object directory");
     }
 }

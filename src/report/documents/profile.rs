@@ -57,6 +57,11 @@ pub fn row_notes(r: &ProfileRow) -> Vec<String> {
     } else if let Some(note) = r.comparison.as_ref().and_then(|c| c.interval_note.as_ref()) {
         notes.push(note.clone());
     }
+    if let Some(n) = r.runs_to_decide {
+        notes.push(format!(
+            "beyond ±θ alone, but too few runs for the rank test to pass BH over the tested rows: about {n} per side would decide"
+        ));
+    }
     if r.runs_below_share > 0 && r.origin.is_some() {
         notes.push(format!("below the stored share in {} runs (counted 0)", r.runs_below_share));
     }
