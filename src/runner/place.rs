@@ -467,3 +467,38 @@ fn variant_findings(
     };
     Some(crate::inspect::doctor(&facts, rules).findings.iter().map(brief).collect())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vm::icount::BlockCounts;
+    use crate::vm::profile::{attribute, RunProfile};
+
+    fn profile(total: u64) -> RunProfile {
+        attribute(&BlockCounts { total, user: total, kernel: vec![] }, None, None, "none")
+    }
+
+    /// A profile is stored only when it adds up to the run's count; else
+    /// the run keeps its count and its notes say why there is no profile.
+    #[test]
+    fn a_profile_is_stored_when_it_adds_up_and_a_note_says_why_not() {
+        let count = crate::metric::Metric::lower(vm::icount::METRIC, "insn", 1000.0);
+        let mut record = RunRecord::default();
+        store_profile(&mut record, Some(Ok(profile(1000))), Some(&count));
+        let stored: RunProfile = record.extra(vm::profile::EXTRA).unwrap().unwrap();
+        assert_eq!((stored.total, record.notes.len()), (1000, 0));
+
+        let mut record = RunRecord::default();
+        store_profile(&mut record, Some(Ok(profile(999))), Some(&count));
+        assert!(record.extra::<RunProfile>(vm::profile::EXTRA).is_none());
+        assert_eq!(record.notes, ["no profile of this run: it counts 999 instructions, the run 1000"]);
+
+        let mut record = RunRecord::default();
+        store_profile(&mut record, Some(Err(anyhow!("blocks:5: expected `<hex address> <count>`"))), Some(&count));
+        assert_eq!(record.notes, ["no profile of this run: blocks:5: expected `<hex address> <count>`"]);
+
+        let mut record = RunRecord::default();
+        store_profile(&mut record, None, Some(&count));
+        assert!(record.extras.is_empty() && record.notes.is_empty(), "no profiling, nothing to say");
+    }
+}

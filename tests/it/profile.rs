@@ -142,7 +142,9 @@ fn profiles_add_up_to_the_instructions_land_on_the_read_path_and_compare_names_w
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("id=\"profile\"") && html.contains("<a href=\"#profile\">"));
-    assert_eq!(html.matches("data-chart=\"profile-functions\"").count(), 1);
+    // One pair of charts per comparison: reads and parallel.
+    assert_eq!(html.matches("data-chart=\"profile-functions\"").count(), 2);
+    assert_eq!(html.matches("data-chart=\"profile-groups\"").count(), 2);
     let markdown = fslab(&["report", "--db", db_arg, "--format", "markdown"]);
     assert!(text(&markdown).contains("### Where the instructions went"), "{}", text(&markdown));
     if !chromium_or_skip() {
@@ -150,7 +152,7 @@ fn profiles_add_up_to_the_instructions_land_on_the_read_path_and_compare_names_w
     }
     let (dom, stderr) = chromium(&page, &["--dump-dom".into(), "--virtual-time-budget=2000".into()]);
     assert!(page_errors(&stderr).is_empty(), "page errors:\n{}", page_errors(&stderr).join("\n"));
-    assert_eq!(dom.matches("data-chart=\"profile-functions\"").count(), 1, "the DOM lost the chart");
+    assert_eq!(dom.matches("data-chart=\"profile-functions\"").count(), 2, "the DOM lost a chart");
     let only_profile = dir.path().join("profile.html");
     let start = html.find("<section id=\"profile\">").unwrap();
     let end = start + html[start..].find("</section>").unwrap() + "</section>".len();
