@@ -8,7 +8,9 @@
 
 use crate::common;
 use crate::kernels::leftovers;
-use crate::report::{chromium, chromium_or_skip, decode_png, page_errors};
+use crate::report::{
+    assert_self_contained, chromium, chromium_or_skip, decode_png, page_errors, page_fits_a_laptop_screen,
+};
 use crate::vm::{icount_plugin_or_skip, kernel_cache, one_vm, vm_prerequisites};
 
 use std::process::{Command, Output};
@@ -141,6 +143,7 @@ fn profiles_add_up_to_the_instructions_land_on_the_read_path_and_compare_names_w
     let out = fslab(&["report", "--db", db_arg, "-o", page.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let html = std::fs::read_to_string(&page).unwrap();
+    assert_self_contained(&html);
     assert!(html.contains("id=\"profile\"") && html.contains("<a href=\"#profile\">"));
     // One pair of charts per comparison: reads and parallel.
     assert_eq!(html.matches("data-chart=\"profile-functions\"").count(), 2);
@@ -168,4 +171,5 @@ fn profiles_add_up_to_the_instructions_land_on_the_read_path_and_compare_names_w
         .filter(|p| (p[0] as i32 - 0xD5).abs() < 20 && (p[1] as i32 - 0x5E).abs() < 20 && p[2] < 24)
         .count();
     assert!(vermillion > 200, "regressed bars barely visible: {vermillion} pixels");
+    page_fits_a_laptop_screen(&page);
 }

@@ -103,7 +103,7 @@ fn tags(html: &str) -> Vec<String> {
 }
 
 /// The structural and escaping checks every generated page must pass.
-fn assert_self_contained(html: &str) {
+pub(crate) fn assert_self_contained(html: &str) {
     let lower = html.to_ascii_lowercase();
     for bad in ["<script", "<link", "<img", "<iframe", "<object", "<embed", "src=", "url(", "@import", "xmlns", "<base"]
     {
@@ -534,7 +534,7 @@ fn report_loads_in_headless_chromium_without_errors_and_is_not_blank(f: &Fixture
 /// screen) is the window's: nothing makes it scroll sideways. Measured by
 /// a copy of the page with one script line added (the report itself has
 /// none), read back from the title Chromium's DOM dump shows.
-fn page_fits_a_laptop_screen(page: &Path) {
+pub(crate) fn page_fits_a_laptop_screen(page: &Path) {
     let html = std::fs::read_to_string(page).unwrap();
     let probe = page.with_extension("width.html");
     let script = "<script>document.title='W'+document.documentElement.scrollWidth+'x'+window.innerWidth</script>";
