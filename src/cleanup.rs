@@ -307,7 +307,7 @@ fn unmount_marked(
         let key = format!("{} {}", m.mountpoint, m.source);
         if stale(&key, all) {
             let target = Path::new(&m.mountpoint);
-            let unmounted = mount::unmount(target).or_else(|e| {
+            let unmounted = crate::sys::mount::unmount(target).or_else(|e| {
                 if !aborted.iter().any(|dir| target.starts_with(dir)) {
                     return Err(e);
                 }

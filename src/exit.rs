@@ -109,8 +109,8 @@ pub fn classify(error: &anyhow::Error) -> Exit {
     if let Some(exit) = Exit::signalled() {
         return exit;
     }
-    if let Some(c) = error.chain().find_map(|e| e.downcast_ref::<Classified>()) {
-        return c.exit;
+    if let Some(exit) = class(error) {
+        return exit;
     }
     if error.chain().any(|e| e.downcast_ref::<crate::sys::trusted::Untrusted>().is_some()) {
         return Exit::Usage; // a directory the user chose (or left) another user's
@@ -119,6 +119,11 @@ pub fn classify(error: &anyhow::Error) -> Exit {
         return Exit::Environment;
     }
     Exit::Failed
+}
+
+/// The class given where `error` was made, if one was.
+pub fn class(error: &anyhow::Error) -> Option<Exit> {
+    error.chain().find_map(|e| e.downcast_ref::<Classified>()).map(|c| c.exit)
 }
 
 /// Does `err` come from ENOSPC (or a disk quota) anywhere in its chain?

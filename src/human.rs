@@ -126,18 +126,38 @@ pub fn byte_rate(bytes_per_s: f64) -> String {
     }
 }
 
-/// A large count with a decimal prefix: `24.2 G`, `1.235 M`, `980 k`,
-/// `512` (instruction counts); [`number`]'s digits.
+/// SI prefixes by power of 1000, pico to exa (`""` for 1).
+const SI_PREFIXES: [&str; 11] = ["p", "n", "µ", "m", "", "k", "M", "G", "T", "P", "E"];
+
+/// The SI prefix to write numbers up to `largest` (in magnitude) with, and
+/// its factor: at most three integer digits (`(1e9, "G")` for 2.4e10:
+/// `24 G`; `(1e3, "k")` for 512000; `(1e-6, "µ")` for 2.5e-6); none from
+/// 10⁻³ to below 10⁴ (and for 0), where plain numbers read better (`0.25`,
+/// not `250 m`; `2000`, not `2 k`).
+pub fn si_prefix(largest: f64) -> (f64, &'static str) {
+    let a = largest.abs();
+    if !a.is_finite() || a == 0.0 || (1e-3..1e4).contains(&a) {
+        return (1.0, "");
+    }
+    let mut power = (a.log10() / 3.0).floor() as i32;
+    // log10 is not exact at powers of ten (1e6 must be `1 M`, not `1000 k`).
+    if a >= 10f64.powi(3 * (power + 1)) {
+        power += 1;
+    } else if a < 10f64.powi(3 * power) {
+        power -= 1;
+    }
+    let power = power.clamp(-4, 6);
+    (10f64.powi(3 * power), SI_PREFIXES[(power + 4) as usize])
+}
+
+/// A large count with an SI prefix ([`si_prefix`]): `24.21 G`, `1.235 M`,
+/// `980 k`, `5000` (instruction counts); [`number`]'s digits.
 pub fn count(v: f64) -> String {
-    if !v.is_finite() {
-        return NONE.to_string();
+    match si_prefix(v) {
+        _ if !v.is_finite() => NONE.to_string(),
+        (_, "") => number(v),
+        (factor, prefix) => format!("{} {prefix}", number(v / factor)),
     }
-    for (prefix, size) in [("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)] {
-        if v.abs() >= size {
-            return format!("{} {prefix}", number(v / size));
-        }
-    }
-    number(v)
 }
 
 /// [`count`] with its sign: `+1.5 M`, `-980 k`, `0` (a difference).
@@ -257,5 +277,20 @@ mod tests {
         assert_eq!(duration_s(125.0), "2 min 05 s");
         assert_eq!(duration_s(3720.0), "1 h 02 min");
         assert_eq!(duration_s(0.0), "0 s");
+    }
+
+    #[test]
+    fn si_prefixes_keep_three_integer_digits() {
+        assert_eq!(si_prefix(2.43e10), (1e9, "G"));
+        assert_eq!(si_prefix(-512e3), (1e3, "k"));
+        assert_eq!(si_prefix(1e6), (1e6, "M"));
+        assert_eq!(si_prefix(999_999.0), (1e3, "k"));
+        assert_eq!(si_prefix(12_000.0), (1e3, "k"));
+        assert_eq!(si_prefix(2.5e-6).1, "µ");
+        assert_eq!(si_prefix(5e-4).1, "µ");
+        assert_eq!(si_prefix(3e-9).1, "n");
+        for plain in [0.0, 0.001, 0.25, 1.0, 999.0, 9999.0, f64::NAN] {
+            assert_eq!(si_prefix(plain), (1.0, ""), "{plain}");
+        }
     }
 }

@@ -51,6 +51,74 @@ impl Source<'_> {
     }
 }
 
+/// The located errors of one file, collected so that checking goes on past
+/// the first and every independent error is reported, as a compiler does.
+/// The same message twice (a bad `[defaults]` key every variant inherits)
+/// is kept once.
+#[derive(Debug, Default)]
+pub struct Errors(Vec<anyhow::Error>);
+
+impl Errors {
+    pub fn push(&mut self, error: anyhow::Error) {
+        let text = format!("{error:#}");
+        if !self.0.iter().any(|e| format!("{e:#}") == text) {
+            self.0.push(error);
+        }
+    }
+
+    /// The value of `result`, or None with its error kept.
+    pub fn ok<T>(&mut self, result: anyhow::Result<T>) -> Option<T> {
+        result.map_err(|e| self.push(e)).ok()
+    }
+
+    /// Keep `other`'s errors too.
+    pub fn append(&mut self, other: Errors) {
+        for e in other.0 {
+            self.push(e);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &anyhow::Error> {
+        self.0.iter()
+    }
+
+    /// None when nothing was found; one error as it is (its class and
+    /// chain kept); several as one [`FileErrors`].
+    pub fn into_error(mut self, origin: &str) -> Option<anyhow::Error> {
+        match self.0.len() {
+            0 => None,
+            1 => self.0.pop(),
+            _ => Some(anyhow::Error::new(FileErrors {
+                origin: origin.to_string(),
+                errors: self.0.iter().map(|e| format!("{e:#}")).collect(),
+            })),
+        }
+    }
+}
+
+/// Several errors of one file: each on its own line (`file:line:col:
+/// \`key\`: …`), then how many.
+#[derive(Debug)]
+pub struct FileErrors {
+    pub origin: String,
+    pub errors: Vec<String>,
+}
+
+impl std::fmt::Display for FileErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for e in &self.errors {
+            writeln!(f, "{e}")?;
+        }
+        write!(f, "{} errors in {}", self.errors.len(), self.origin)
+    }
+}
+
+impl std::error::Error for FileErrors {}
+
 /// `:line:column` (1-based) of byte `offset` in `text`.
 pub fn location(text: &str, offset: usize) -> String {
     let before = &text[..offset.min(text.len())];

@@ -24,9 +24,15 @@ use crate::sys::identity::ProcessIdentity;
 /// Where an experiment stands. The stored value is what its last writer
 /// set; what the store returns for a `running` experiment whose owner is
 /// gone is `Interrupted` (decided once, in `store::owner`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+///
+/// Its text (`running`, …) is [`ExperimentStatus::as_str`] and
+/// [`FromStr`], also for serde: the one conversion, whether the store
+/// writes a column, a JSON document or a row.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(into = "&'static str", try_from = "String")]
 pub enum ExperimentStatus {
+    /// What a new experiment is.
+    #[default]
     Running,
     Complete,
     Interrupted,
@@ -54,6 +60,29 @@ impl ExperimentStatus {
     pub fn is_finished(self) -> bool {
         self != ExperimentStatus::Running
     }
+
+    /// How far it got: running, then stopped (`failed`, `interrupted`),
+    /// then `complete`. Merging two copies keeps the one further along.
+    pub fn progress(self) -> u8 {
+        match self {
+            ExperimentStatus::Running => 1,
+            ExperimentStatus::Failed | ExperimentStatus::Interrupted => 2,
+            ExperimentStatus::Complete => 3,
+        }
+    }
+}
+
+impl From<ExperimentStatus> for &'static str {
+    fn from(status: ExperimentStatus) -> &'static str {
+        status.as_str()
+    }
+}
+
+impl TryFrom<String> for ExperimentStatus {
+    type Error = anyhow::Error;
+    fn try_from(text: String) -> Result<Self> {
+        text.parse()
+    }
 }
 
 impl fmt::Display for ExperimentStatus {
@@ -69,24 +98,6 @@ impl FromStr for ExperimentStatus {
             let names: Vec<&str> = ExperimentStatus::ALL.iter().map(|v| v.as_str()).collect();
             anyhow!("unknown experiment status {s:?}; expected one of {}", names.join(", "))
         })
-    }
-}
-
-impl AsRef<str> for ExperimentStatus {
-    fn as_ref(&self) -> &str {
-        self.as_str()
-    }
-}
-
-impl PartialEq<str> for ExperimentStatus {
-    fn eq(&self, other: &str) -> bool {
-        self.as_str() == other
-    }
-}
-
-impl PartialEq<&str> for ExperimentStatus {
-    fn eq(&self, other: &&str) -> bool {
-        self.as_str() == *other
     }
 }
 
@@ -121,7 +132,8 @@ pub struct StoredSpec {
     /// `experiment::RunOrder` (`interleaved`, `grouped`, …).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub order: Option<Value>,
-    /// `experiment::VariantConfig`s.
+    /// `experiment::VariantConfig`s (read as that type by
+    /// `experiment::stored_variants`).
     #[serde(default)]
     pub variants: Vec<Value>,
     /// `experiment::WorkloadConfig`s.
@@ -130,13 +142,6 @@ pub struct StoredSpec {
     /// Everything else the experiment serializes (name, seed, workdir, …).
     #[serde(flatten)]
     pub rest: Map<String, Value>,
-}
-
-impl StoredSpec {
-    /// The stored configuration of variant `name`.
-    pub fn variant(&self, name: &str) -> Option<&Value> {
-        self.variants.iter().find(|v| v.get("name").and_then(Value::as_str) == Some(name))
-    }
 }
 
 /// `repetitions = 5` or `{ min = 5, max = 20 }`, as stored.
@@ -274,12 +279,15 @@ pub struct VariantKernel {
     /// testbed; `None` when the config or rules could not be read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub findings: Option<Vec<StoredFinding>>,
-    /// The Debian package the kernel came from, when it came from one.
+    /// VM variants: what the kernel source resolved to, as its kind records
+    /// it (the archive package and version, the commit and its build, the
+    /// files): exactly what ran. Stores written before the kinds were one
+    /// registry kept `package` and `build` instead; those are not read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub package: Option<KernelPackage>,
-    /// How the kernel was built, when fslab built it (`kernel = { source = … }`).
+    pub origin: Option<crate::kernel::KernelSource>,
+    /// VM variants: the image booted (in the kernel cache, for `kernel prune`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub build: Option<crate::kernel::build::KernelBuild>,
+    pub image: Option<std::path::PathBuf>,
 }
 
 /// The Debian package a kernel came from (the resolver's own record).
@@ -308,6 +316,8 @@ mod tests {
         }
         let e = "done".parse::<ExperimentStatus>().unwrap_err().to_string();
         assert!(e.contains("unknown experiment status \"done\""), "{e}");
+        let e = serde_json::from_str::<ExperimentStatus>("\"done\"").unwrap_err().to_string();
+        assert!(e.contains("unknown experiment status \"done\""), "{e}");
     }
 
     #[test]
@@ -317,7 +327,7 @@ mod tests {
                 .unwrap();
         assert_eq!(env.host.kernel_release, "6.1");
         assert_eq!(env.kernels["a"].findings, None);
-        assert_eq!(env.kernels["a"].package, None);
+        assert_eq!(env.kernels["a"].origin, None);
         assert!(env.owner.is_none());
         let plan: StoredPlan =
             parse(1, "plan", r#"{"experiment":{"repetitions":{"min":5,"max":20},"name":"x"}}"#).unwrap();
@@ -339,6 +349,6 @@ mod tests {
         let plan: StoredPlan = parse(1, "plan", text).unwrap();
         let back: Value = serde_json::to_value(&plan).unwrap();
         assert_eq!(back, serde_json::from_str::<Value>(text).unwrap());
-        assert_eq!(plan.experiment.variant("a").unwrap()["fs"], "ext4");
+        assert_eq!(plan.experiment.variants[0]["fs"], "ext4");
     }
 }

@@ -36,9 +36,8 @@ use super::oracle::{self, Bisection, Trial};
 use super::{search, trial_line, BisectConfig, Report, Search, Status};
 use crate::experiment::{Experiment, KernelSpec, VariantConfig};
 use crate::inspect::kconfig_notes::{self, Area};
-use crate::kernel::build::{self as kbuild, BuildRequest, KernelBuild, SetRejected};
+use crate::kernel::build::{BuildRequest, KernelBuild, SetRejected};
 use crate::kernel::kconfig::{self, Kconfig};
-use crate::kernel::KernelSource;
 use crate::report::Document;
 use crate::runner::Observer;
 use crate::store::Store;
@@ -225,9 +224,9 @@ struct StepKernel {
 }
 
 fn built_kernel<'a>(v: &'a VariantConfig, flag: &str) -> Result<&'a KernelBuild> {
-    match v.kernel.as_ref().map(|k| &k.source) {
-        Some(KernelSource::Build(b)) => Ok(b),
-        _ => Err(crate::exit::usage(anyhow::anyhow!(
+    match v.kernel.as_ref().and_then(|k| k.source.build()) {
+        Some(b) => Ok(b),
+        None => Err(crate::exit::usage(anyhow::anyhow!(
             "{flag} {}: bisect-kconfig needs variants whose kernel is built from source \
              (`kernel = {{ source = …, set = {{ … }} }}`)",
             v.name
@@ -268,7 +267,7 @@ pub fn bisect_kconfig(
     let Some(good_request) = gb.request.as_deref().cloned() else {
         bail!("variant `{}`: its build request was not kept", good.name)
     };
-    let cache = crate::kernel::cache_dir(&exp.workdir);
+    let cache = exp.kernel_cache.clone();
     let read = |b: &KernelBuild| -> Result<BTreeMap<String, String>> {
         let path = b.config_path(&cache);
         let text = std::fs::read_to_string(&path)
@@ -291,11 +290,12 @@ pub fn bisect_kconfig(
     let make: oracle::MakeCandidate = {
         let (good, cands, kconfig, cache, builds) =
             (good.clone(), cands.clone(), kconfig, cache.clone(), builds.clone());
+        let good_source = good.kernel.as_ref().map(|k| k.source.clone()).expect("checked: a built kernel");
         Box::new(move |set: &[usize], name: &str| {
             let chosen: Vec<&Candidate> = set.iter().map(|&i| &cands[i]).collect();
             let req = step_request(&kconfig, &good_request, &chosen);
-            let kb = match kbuild::prepare(&req, &cache) {
-                Ok(kb) => kb,
+            let step_source = match good_source.with_request(&req, &cache) {
+                Ok(s) => s,
                 Err(e) => match e.downcast_ref::<SetRejected>() {
                     Some(rejected) => {
                         builds.borrow_mut().push(StepKernel { set: set.to_vec(), ..StepKernel::default() });
@@ -304,8 +304,9 @@ pub fn bisect_kconfig(
                     None => return Err(e),
                 },
             };
+            let kb = step_source.build().cloned().unwrap_or_default();
             let (built, clock) = (!kb.is_built(&cache), Instant::now());
-            kbuild::build(&kb, &cache)?;
+            step_source.resolve(&cache)?;
             let kernel = format!("{} {}", kb.release, &kb.key[..12.min(kb.key.len())]);
             let (build_s, config_sha256) = (clock.elapsed().as_secs_f64(), kb.config_sha256.clone());
             builds.borrow_mut().push(StepKernel { set: set.to_vec(), kernel, built, build_s, config_sha256 });
@@ -319,7 +320,7 @@ pub fn bisect_kconfig(
             }
             let mut v = good.clone();
             v.name = step;
-            v.kernel = Some(KernelSpec { release: kb.release.clone(), source: KernelSource::Build(kb) });
+            v.kernel = Some(KernelSpec { release: kb.release.clone(), source: step_source });
             Ok(Ok(v))
         })
     };
@@ -521,11 +522,8 @@ mod tests {
     fn a_step_drops_the_choice_siblings_good_set() {
         let k = kconfig();
         let good = BuildRequest {
-            reference: "debian:5.10".into(),
-            source: kbuild::BuildSource::Tree("/nonexistent".into()),
-            config: kbuild::ConfigBase::Minimal,
+            config: crate::kernel::build::ConfigBase::Minimal,
             set: map(&[("SQUASHFS_FILE_CACHE", "y"), ("EXT4_FS", "y")]),
-            patches: Vec::new(),
         };
         let choice = Candidate {
             name: "choice".into(),

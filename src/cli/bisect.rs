@@ -44,6 +44,8 @@ pub struct BisectArgs {
     #[arg(long)]
     pub(crate) workdir: Option<PathBuf>,
     #[command(flatten)]
+    pub(crate) kernel_cache: super::KernelCacheArg,
+    #[command(flatten)]
     pub(crate) db: DbArg,
     #[command(flatten)]
     pub(crate) format: FormatArgs,
@@ -63,7 +65,7 @@ pub fn bisect_kconfig(args: BisectArgs) -> Result<ExitCode> {
 type Bisect<R> = fn(&Experiment, &BisectConfig, &mut Store, &mut dyn Observer) -> Result<R>;
 
 fn run<R: Report>(args: BisectArgs, bisect: Bisect<R>) -> Result<ExitCode> {
-    let exp = experiment::load(&args.file)?;
+    let exp = experiment::load_with(&args.file, &args.kernel_cache.overrides(args.workdir.as_deref()))?;
     let cfg = BisectConfig {
         good: args.good,
         bad: args.bad,

@@ -8,7 +8,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::bisect::PerExperiment;
-use super::{offer, DbArg, FormatArgs};
+use super::{offer, DbArg, FormatArgs, KernelCacheArg};
 use fslab::bisect::commits::{bisect_commits, CommitBisectConfig, CommitBisectStatus};
 use fslab::bisect::MetricRef;
 use fslab::output;
@@ -20,7 +20,8 @@ use fslab::runner::{progress::Console, RunOptions};
                         or failed runs; 2 bad usage, or the bad end is not worse than the good end")]
 #[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json]).help("Output format of the result on stdout")))]
 pub struct BisectCommitsArgs {
-    /// The git repository (its checkout is never touched: fslab works in worktrees of its own).
+    /// The git repository (its checkout is never touched: a kernel is built in fslab's own clone, other
+    /// trees in worktrees of fslab's own).
     #[arg(long, value_name = "DIR")]
     repo: PathBuf,
     /// A revision without the regression.
@@ -29,14 +30,16 @@ pub struct BisectCommitsArgs {
     /// A later revision with it.
     #[arg(long, value_name = "REV")]
     bad: String,
-    /// Experiment file; `{rev}` (the full commit id) and `{worktree}` (the checked-out tree) are filled in.
+    /// Experiment file; `{rev}` (the full commit id), `{repo}` (the repository) and `{worktree}` (a checkout of
+    /// the commit) are filled in. A kernel variant builds the commit with
+    /// `kernel = { git = "{repo}", rev = "{rev}", config = … }` (`source = "{worktree}"` means the same).
     #[arg(value_name = "FILE", required_unless_present = "experiment")]
     file: Option<PathBuf>,
     /// The old spelling of FILE.
     #[arg(long, value_name = "FILE", hide = true, conflicts_with = "file")]
     experiment: Option<PathBuf>,
-    /// Build command, run with `sh -c` in each commit's worktree (FSLAB_REV, FSLAB_WORKTREE set);
-    /// exit 125 or a failure skips the commit.
+    /// Build command for trees fslab does not build itself, run with `sh -c` in each commit's worktree
+    /// (FSLAB_REV, FSLAB_WORKTREE set); exit 125 or a failure skips the commit.
     #[arg(long, value_name = "CMD")]
     build: Option<String>,
     /// The variant measured (default: the file's baseline).
@@ -54,12 +57,26 @@ pub struct BisectCommitsArgs {
     /// Error rate of one step's answer.
     #[arg(long, default_value_t = 0.01, value_parser = super::values::alpha)]
     alpha: f64,
+    /// Commits measured per step, side by side (multisection): N commits take about log_(K+1) N steps.
+    #[arg(long, value_name = "K", default_value_t = 1)]
+    parallel: usize,
+    /// Share the steps with other machines running this same command against the same (PostgreSQL)
+    /// store: each commit of a step is claimed by one machine and measured there; the others wait for its
+    /// runs. With --parallel K, K machines measure a step's K commits at once.
+    #[arg(long)]
+    fleet: bool,
+    /// Continue the bisection this command line started (its stored steps are reused; exit 2 when
+    /// there is none). Without it a stored bisection is continued too.
+    #[arg(long)]
+    resume: bool,
     /// Where the (marked, removed afterwards) worktrees are made.
     #[arg(long, value_name = "DIR", default_value = "/var/tmp")]
     worktrees: PathBuf,
     /// Work directory for images, mount points and caches (overrides the file).
     #[arg(long)]
     workdir: Option<PathBuf>,
+    #[command(flatten)]
+    kernel_cache: KernelCacheArg,
     #[command(flatten)]
     db: DbArg,
     #[command(flatten)]
@@ -80,7 +97,11 @@ pub fn bisect_commits_cmd(args: BisectCommitsArgs) -> Result<ExitCode> {
         start_rounds: args.min_runs,
         max_rounds: args.max_runs,
         alpha: args.alpha,
+        parallel: args.parallel,
+        fleet: args.fleet,
+        resume: args.resume,
         worktree_base: args.worktrees,
+        overrides: args.kernel_cache.overrides(args.workdir.as_deref()),
         run_options: RunOptions { workdir: args.workdir, ..RunOptions::default() },
     };
     let mut console = PerExperiment(Console::new());

@@ -6,14 +6,14 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::Args;
 
-use super::{offer, DbArg, FormatArgs};
+use super::{offer, DbArg, DetailArgs, FormatArgs};
 use fslab::exit;
 use fslab::history::across::{self, Mixing};
 use fslab::history::ExperimentSnapshot;
 use fslab::output;
 use fslab::report::data::comparison_for;
 use fslab::report::documents::profile::ProfileReport;
-use fslab::report::{CompareReport, Format};
+use fslab::report::{CompareReport, Detail, Format};
 use fslab::store::Store;
 
 #[derive(Args, Debug)]
@@ -54,6 +54,36 @@ pub struct CompareArgs {
     profile_rows: usize,
     #[command(flatten)]
     format: FormatArgs,
+    #[command(flatten)]
+    detail: DetailArgs,
+}
+
+impl CompareArgs {
+    /// The arguments that select this comparison again (for the way to
+    /// `--full`): experiment `id`, or the experiments compared across.
+    fn selection(&self, id: Option<i64>) -> Vec<String> {
+        let mut args = Vec::new();
+        let mut add = |flag: &str, value: Option<String>| {
+            if let Some(value) = value {
+                args.push(flag.to_string());
+                args.push(value);
+            }
+        };
+        add("--experiment", id.or(self.experiment).map(|id| id.to_string()));
+        if !self.experiments.is_empty() {
+            add("--experiments", Some(self.experiments.iter().map(i64::to_string).collect::<Vec<_>>().join(",")));
+        }
+        add("--by", self.by.clone());
+        add("--variant", self.variant.clone());
+        add("--baseline", self.baseline.clone());
+        add("--theta", self.theta.map(|t| t.to_string()));
+        for (set, flag) in [(self.allow_mixed, "--allow-mixed"), (self.across_machines, "--across-machines")] {
+            if set {
+                args.push(flag.to_string());
+            }
+        }
+        args
+    }
 }
 
 pub fn compare(args: CompareArgs) -> Result<ExitCode> {
@@ -72,7 +102,9 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
         print_profile(&store, id, &args, format)?;
         return Ok(ExitCode::SUCCESS);
     }
-    print_comparison(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0), format)?;
+    let selection = args.selection(Some(id));
+    let detail = args.detail.detail(&args.db, &selection, Some(&selection));
+    print_comparison(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0), format, detail)?;
     if let Some(line) = campaign_status_line(&store, id)? {
         output::diagnostic(&line);
     }
@@ -160,6 +192,8 @@ fn compare_experiments(store: &Store, args: &CompareArgs, format: Format) -> Res
         runs: &runs,
         hostile: vec![],
         places,
+        // `fslab report` shows one experiment; this spans several.
+        detail: args.detail.detail(&args.db, &args.selection(None), None),
     };
     output::print(&format.exporter().comparison(&report)?)?;
     Ok(ExitCode::SUCCESS)
@@ -183,13 +217,14 @@ fn print_profile(store: &Store, id: i64, args: &CompareArgs, format: Format) -> 
     Ok(())
 }
 
-/// Print the comparison of experiment `id` in `format`.
+/// Print the comparison of experiment `id` in `format`, its text in `detail`.
 pub fn print_comparison(
     store: &Store,
     id: i64,
     baseline: Option<&str>,
     theta: Option<f64>,
     format: Format,
+    detail: Detail,
 ) -> Result<()> {
     let experiment = store.experiment(id)?;
     let data = comparison_for(store, id, baseline, theta)?;
@@ -203,6 +238,7 @@ pub fn print_comparison(
         runs: &runs,
         hostile,
         places,
+        detail,
     };
     output::print(&format.exporter().comparison(&report)?)?;
     Ok(())

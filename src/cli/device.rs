@@ -10,10 +10,10 @@ use clap::{Args, Subcommand};
 
 use super::{offer, FormatArgs};
 use fslab::exit;
-use fslab::media::probe::{self, ModelDevice, Options, Region};
+use fslab::media::probe::{self, Options, Region};
 use fslab::media::DeviceSpec;
 use fslab::report::{render, Format};
-use fslab::testbed::DeviceOptIn;
+use fslab::testbed::{DeviceOptIn, ModelDevice};
 
 #[derive(Args, Debug)]
 pub struct DeviceArgs {

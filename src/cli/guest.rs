@@ -51,9 +51,11 @@ pub struct ProbeArgs {
     /// Work directory for the session (disk image, exchange, console).
     #[arg(long, default_value = DEFAULT_WORKDIR)]
     workdir: PathBuf,
-    /// Cache for unpacked kernels (default WORKDIR/cache).
-    #[arg(long)]
-    cache: Option<PathBuf>,
+    #[command(flatten)]
+    kernel_cache: super::KernelCacheArg,
+    /// The kernel cache (the spelling before --kernel-cache; still accepted).
+    #[arg(long = "cache", value_name = "DIR", hide = true)]
+    old_cache: Option<PathBuf>,
     #[arg(long, default_value_t = 2)]
     cpus: u32,
     #[arg(long, default_value = "2GiB", value_parser = Bytes::parse)]
@@ -104,18 +106,24 @@ fn absolute(path: &Path) -> Result<PathBuf> {
 fn vm_probe(args: ProbeArgs) -> Result<ExitCode> {
     anyhow::ensure!(nix::unistd::geteuid().is_root(), "{}", fslab::runner::NEEDS_ROOT);
     fslab::sys::signals::install()?;
-    let modules = args.modules.as_deref().map(absolute).transpose()?;
-    let config_file = args.config.as_deref().map(absolute).transpose()?;
-    let cache = args.cache.clone().unwrap_or_else(|| args.workdir.join("cache"));
-    let wanted =
-        args.kernel.to_str().and_then(kernel::debian::Wanted::parse).transpose().map_err(fslab::exit::usage)?;
-    let source = match wanted {
-        Some(wanted) => KernelSource::Debian(
-            kernel::debian::Archive::at(&absolute(&cache)?).resolve(&wanted).map_err(|e| anyhow::anyhow!("{e}"))?,
-        ),
-        None => KernelSource::detect(&absolute(&args.kernel)?, modules.as_deref(), config_file.as_deref())?,
+    let flag = args.kernel_cache.kernel_cache.clone().or(args.old_cache.clone());
+    let cache = absolute(&kernel::cache_dir(flag.as_deref(), &args.workdir))?;
+    let kernel_arg = args.kernel.to_string_lossy().into_owned();
+    // As a file would name it: the path (or reference), with its modules and config.
+    let value = if args.modules.is_none() && args.config.is_none() {
+        toml::Value::String(kernel_arg)
+    } else {
+        let mut t = toml::Table::new();
+        t.insert("image".into(), toml::Value::String(kernel_arg));
+        for (key, path) in [("modules", &args.modules), ("config", &args.config)] {
+            if let Some(p) = path {
+                t.insert(key.into(), toml::Value::String(p.to_string_lossy().into_owned()));
+            }
+        }
+        toml::Value::Table(t)
     };
-    let kernel = kernel::resolve(&source, &absolute(&cache)?)?;
+    let source = KernelSource::from_argument(&value, &cache)?;
+    let kernel = kernel::resolve(&source, &cache)?;
     let config = VmConfig {
         cpus: args.cpus,
         memory_mib: args.memory.0 >> 20,
@@ -129,6 +137,7 @@ fn vm_probe(args: ProbeArgs) -> Result<ExitCode> {
         agent: None,
         disk_media: None,
         profile: true,
+        objects: None,
     };
     diagnostic(&format!("vm-probe: booting {} ({})", kernel.release, kernel.source));
     match probe_session(&kernel, &config, &absolute(&args.workdir)?, &args) {

@@ -1,52 +1,60 @@
-//! `fslab kernel list|fetch|prune`: the kernel cache and Debian's archive.
+//! `fslab kernel list|fetch|build|export|import|prune`: the kernel cache,
+//! through the registry of kernel sources (`fslab::kernel::source`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use super::{offer, DbArg, FormatArgs};
-use anyhow::{anyhow, Context, Result};
+use super::{offer, FormatArgs, KernelCacheArg};
+use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
-use fslab::exit;
-use fslab::kernel::debian::{Archive, ResolveError, Wanted, INDEX_MAX_AGE};
+use fslab::experiment::DEFAULT_WORKDIR;
 use fslab::kernel::{self, cache, KernelSource};
 use fslab::output;
 use fslab::report::documents::kernels::{
-    flavour_of, AvailableKernel, BuiltKernel, BuiltKernels, CachedKernel, DownloadedPackages, FetchedKernel,
-    FetchedKernels, KernelList, Pruned, PrunedKernels, PrunedKind,
+    BuiltKernel, BuiltKernels, CachedKernel, DownloadedPackages, FetchedKernel, FetchedKernels, KernelList,
+    SourceTreeDirs,
 };
 use fslab::report::{render, Document, Format};
+use fslab::store::{Store, StoreLocation};
 
 #[derive(Args, Debug)]
 pub struct KernelArgs {
     #[command(subcommand)]
     command: KernelCommand,
-    /// The kernel cache (where `fslab run` keeps kernels: `<workdir>/cache`).
-    #[arg(long, global = true, value_name = "DIR", env = "FSLAB_KERNEL_CACHE", default_value = "/var/tmp/fslab/cache")]
-    cache: PathBuf,
+    #[command(flatten)]
+    cache: KernelCacheArg,
+    /// The work directory whose `cache` holds the kernels (when neither --kernel-cache nor
+    /// $FSLAB_KERNEL_CACHE says where).
+    #[arg(long, global = true, value_name = "DIR", default_value = DEFAULT_WORKDIR)]
+    workdir: PathBuf,
+    /// The kernel cache (the spelling before --kernel-cache; still accepted).
+    #[arg(long = "cache", global = true, value_name = "DIR", hide = true)]
+    old_cache: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
 enum KernelCommand {
-    /// Kernels in the cache (release, flavour, Debian release, size on disk); with --available, also
-    /// every kernel Debian's archive offers for `kernel = "debian:…"`.
+    /// Kernels in the cache (kind, release, what each is, size, last use) and the source trees built
+    /// there; with --available, also every kernel the sources offer (Debian's archive).
     #[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
     List {
-        /// Also list the archive's kernels (refreshes the lists when older than a day).
+        /// Also list what the kernel sources offer (refreshes the archive's lists when older than a day).
         #[arg(long)]
         available: bool,
         #[command(flatten)]
         format: FormatArgs,
     },
-    /// Download and unpack archive kernels now (`debian:6.1-cloud` …), e.g. before going offline.
+    /// Download and unpack kernels now (`debian:6.1-cloud`, a `.deb`, an image …), e.g. before going
+    /// offline.
     #[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
     Fetch {
-        #[arg(required = true, value_name = "debian:VERSION[-FLAVOUR]")]
+        #[arg(required = true, value_name = "KERNEL")]
         kernels: Vec<String>,
         #[command(flatten)]
         format: FormatArgs,
     },
     /// Build now the kernels an experiment file's variants build from source
-    /// (`kernel = { source = … }`), e.g. to warm a cache before the runs; cached ones are reused.
+    /// (`kernel = { source | git = … }`), e.g. to warm a cache before the runs; cached ones are reused.
     #[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
     Build {
         /// The experiment file.
@@ -54,13 +62,43 @@ enum KernelCommand {
         #[command(flatten)]
         format: FormatArgs,
     },
-    /// Remove cached kernels (and downloaded packages) that no stored experiment needs.
+    /// Write the kernels an experiment file's variants boot (built or unpacked first when missing),
+    /// with their keys, configs and build records, to one archive another machine imports: build once,
+    /// boot anywhere.
+    #[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
+    Export {
+        /// The experiment file.
+        file: PathBuf,
+        /// The archive to write (a tar file).
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: PathBuf,
+        #[command(flatten)]
+        format: FormatArgs,
+    },
+    /// Add the kernels of an archive `kernel export` wrote to this cache (entries already here are kept).
+    #[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
+    Import {
+        /// The archive.
+        archive: PathBuf,
+        #[command(flatten)]
+        format: FormatArgs,
+    },
+    /// Say which cached kernels, packages and source trees no store needs (the stores that used this
+    /// cache, and --db), and remove them with --yes.
     #[command(mut_arg("format", |a| offer(a, &[Format::Text, Format::Json])))]
     Prune {
-        #[command(flatten)]
-        db: DbArg,
-        /// Say what would be removed, remove nothing.
+        /// More stores whose experiments' kernels are kept (the stores that ran experiments with this
+        /// cache are always read).
+        #[arg(long = "db", value_name = "FILE|URL")]
+        dbs: Vec<StoreLocation>,
+        /// Also remove what stores need but no run has used for this long (e.g. 30d).
+        #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+        unused_for: Option<std::time::Duration>,
+        /// Remove; without it prune only says what it would remove.
         #[arg(long)]
+        yes: bool,
+        /// Say what would be removed, remove nothing (the default; kept for scripts).
+        #[arg(long, conflicts_with = "yes")]
         dry_run: bool,
         #[command(flatten)]
         format: FormatArgs,
@@ -68,21 +106,34 @@ enum KernelCommand {
 }
 
 pub fn kernel_cmd(args: KernelArgs) -> Result<ExitCode> {
+    let flag = args.cache.kernel_cache.clone().or(args.old_cache.clone());
+    let cache_dir = kernel::cache_dir(flag.as_deref(), &args.workdir);
+    let cache_arg = KernelCacheArg { kernel_cache: Some(cache_dir.clone()) };
     let (doc, format): (Box<dyn Document>, _) = match args.command {
-        KernelCommand::List { available, format } => (Box::new(list(&args.cache, available)?), format),
-        KernelCommand::Fetch { kernels, format } => (Box::new(fetch(&args.cache, &kernels)?), format),
-        KernelCommand::Prune { db, dry_run, format } => (Box::new(prune(&args.cache, &db, dry_run)?), format),
-        KernelCommand::Build { file, format } => (Box::new(build(&file)?), format),
+        KernelCommand::List { available, format } => (Box::new(list(&cache_dir, available)?), format),
+        KernelCommand::Fetch { kernels, format } => (Box::new(fetch(&cache_dir, &kernels)?), format),
+        KernelCommand::Build { file, format } => (Box::new(build(&file, &cache_arg)?), format),
+        KernelCommand::Export { file, output, format } => {
+            (Box::new(export(&file, &output, &cache_arg, &cache_dir)?), format)
+        }
+        KernelCommand::Import { archive, format } => (Box::new(import(&archive, &cache_dir)?), format),
+        KernelCommand::Prune { dbs, unused_for, yes, dry_run: _, format } => {
+            (Box::new(prune(&cache_dir, &dbs, unused_for, yes)?), format)
+        }
     };
     output::print(&render(format.chosen(), doc.as_ref())?)?;
     Ok(ExitCode::SUCCESS)
 }
 
-/// Build every variant's `{ source = … }` kernel in the experiment's kernel cache.
-fn build(file: &std::path::Path) -> Result<BuiltKernels> {
+/// The experiment file, read with the cache the command was given.
+fn load(file: &Path, cache: &KernelCacheArg) -> Result<fslab::experiment::Experiment> {
+    fslab::experiment::load_with(file, &cache.overrides(None)).map_err(fslab::exit::usage)
+}
+
+/// Build every variant's built kernel in the kernel cache.
+fn build(file: &Path, cache: &KernelCacheArg) -> Result<BuiltKernels> {
     fslab::sys::signals::install()?;
-    let exp = fslab::experiment::load(file).map_err(exit::usage)?;
-    let cache_dir = kernel::cache_dir(&exp.workdir);
+    let exp = load(file, cache)?;
     let mut built = Vec::new();
     // Said before the first build starts: cached, incremental or cold, and how long the last one took.
     let planned = fslab::experiment::run_plan::kernel_builds(&exp);
@@ -95,10 +146,10 @@ fn build(file: &std::path::Path) -> Result<BuiltKernels> {
     }
     for v in planned.iter().map(|(i, _)| &exp.variants[*i]) {
         let Some(spec) = &v.kernel else { continue };
-        let KernelSource::Build(b) = &spec.source else { continue };
+        let Some(b) = spec.source.build() else { continue };
         let started = std::time::Instant::now();
-        let artifacts =
-            kernel::resolve(&spec.source, &cache_dir).with_context(|| format!("the kernel of variant `{}`", v.name))?;
+        let artifacts = kernel::resolve(&spec.source, &exp.kernel_cache)
+            .with_context(|| format!("the kernel of variant `{}`", v.name))?;
         built.push(BuiltKernel {
             variant: v.name.clone(),
             release: artifacts.release.clone(),
@@ -109,136 +160,113 @@ fn build(file: &std::path::Path) -> Result<BuiltKernels> {
     }
     if built.is_empty() {
         output::diagnostic(&format!(
-            "{}: no variant builds its kernel from source (kernel = {{ source = … }})",
+            "{}: no variant builds its kernel from source (kernel = {{ source | git = … }})",
             file.display()
         ));
     }
     Ok(BuiltKernels(built))
 }
 
-fn list(cache_dir: &std::path::Path, available: bool) -> Result<KernelList> {
+fn list(cache_dir: &Path, available: bool) -> Result<KernelList> {
     let cached = cache::entries(cache_dir)?
         .into_iter()
-        .map(|e| {
-            let suite = e.package.as_ref().and_then(|p| p.suite.clone());
-            CachedKernel {
-                flavour: flavour_of(e.release.as_deref().unwrap_or("-")).to_string(),
-                release: e.release,
-                package_version: e.package.as_ref().map(|p| p.version.clone()),
-                debian_release: suite.as_deref().and_then(|s| s.split('-').next()).map(str::to_string),
-                suite,
-                bytes: e.bytes,
-                entry: e.key,
-            }
+        .map(|e| CachedKernel {
+            last_used: cache::last_used(&cache::kernels_dir(cache_dir), &e.key)
+                .map(|t| humantime::format_rfc3339_seconds(t).to_string()),
+            kind: e.about.kind.clone(),
+            what: e.about.what.clone(),
+            version: e.about.version.clone(),
+            from: e.about.suite.clone(),
+            release: e.release,
+            bytes: e.bytes,
+            entry: e.key,
         })
         .collect();
-    let archive = Archive::at(cache_dir);
+    let archive = kernel::debian::Archive::at(cache_dir);
     let debs = archive.downloaded();
     let downloaded = DownloadedPackages {
         count: debs.len(),
         bytes: debs.iter().map(|d| cache::disk_usage(d)).sum(),
         dir: archive.debs_dir().to_path_buf(),
     };
-    let mut list = KernelList { cache: cache::kernels_dir(cache_dir), cached, downloaded, available: None };
-    if !available {
-        return Ok(list);
-    }
-    archive.refresh(INDEX_MAX_AGE).map_err(classify)?;
-    let index = archive.index()?;
-    let offered = index
-        .iter()
-        .map(|p| AvailableKernel {
-            kernel: match &p.flavour {
-                Some(f) => format!("debian:{}-{f}", p.abi),
-                None => format!("debian:{}", p.abi),
-            },
-            release: p.kernel_release().to_string(),
-            flavour: p.flavour_name().to_string(),
-            package_version: p.version.clone(),
-            debian_release: p.release().to_string(),
-            suite: p.suite.clone(),
-            bytes: p.size,
-            cached: debs.iter().any(|d| {
-                d.file_name().is_some_and(|n| n.to_string_lossy().starts_with(&format!("{}_{}_", p.name, p.version)))
-            }),
-        })
+    let trees = kernel::build::build_dirs(cache_dir)
+        .into_iter()
+        .map(|d| SourceTreeDirs { key: d.key, bytes: d.bytes, paths: d.paths })
         .collect();
-    list.available = Some(offered);
-    Ok(list)
+    let offered = if available { Some(KernelSource::offered(cache_dir)?) } else { None };
+    Ok(KernelList { cache: cache::kernels_dir(cache_dir), cached, downloaded, trees, available: offered })
 }
 
-fn classify(e: ResolveError) -> anyhow::Error {
-    match e {
-        ResolveError::Offline(_) => exit::environment(anyhow!("{e}")),
-        ResolveError::NoMatch(_) => exit::usage(anyhow!("{e}")),
-        ResolveError::Other(_) => anyhow!("{e}"),
-    }
-}
-
-fn fetch(cache_dir: &std::path::Path, kernels: &[String]) -> Result<FetchedKernels> {
-    let archive = Archive::at(cache_dir);
+fn fetch(cache_dir: &Path, kernels: &[String]) -> Result<FetchedKernels> {
     let mut fetched = Vec::new();
     for reference in kernels {
-        let wanted = Wanted::parse(reference)
-            .ok_or_else(|| exit::usage(anyhow!("{reference}: not a `debian:VERSION[-FLAVOUR]` reference")))?
-            .map_err(exit::usage)?;
-        let found = archive.resolve(&wanted).map_err(classify)?;
-        let artifacts = kernel::resolve(&KernelSource::Debian(found.clone()), cache_dir)?;
+        let source = KernelSource::from_argument(&toml::Value::String(reference.clone()), cache_dir)?;
+        if source.build().is_some() {
+            return Err(fslab::exit::usage(anyhow::anyhow!(
+                "{reference}: a kernel fslab builds is built with `fslab kernel build FILE`"
+            )));
+        }
+        let artifacts = kernel::resolve(&source, cache_dir)?;
         fetched.push(FetchedKernel {
             reference: reference.clone(),
-            package: found.package.name.clone(),
-            version: found.package.version.clone(),
-            suite: found.package.suite.clone(),
+            kind: source.kind().to_string(),
+            origin: source.origin(),
+            release: artifacts.release,
             image: artifacts.image,
         });
     }
     Ok(FetchedKernels(fetched))
 }
 
-fn prune(cache_dir: &std::path::Path, db: &DbArg, dry_run: bool) -> Result<PrunedKernels> {
-    let store = db.open_existing()?;
-    // What stored experiments name: their environment (each kernel's
-    // config path lies in its cache entry) and plan.
-    let mut stored = String::new();
-    for e in store.list_experiments()? {
-        let row = store.experiment(e.id)?;
-        stored.push_str(&serde_json::to_string(&row.environment)?);
-        stored.push_str(&serde_json::to_string(&row.plan)?);
-    }
-    let entries = cache::entries(cache_dir)?;
-    let needed: Vec<&str> = entries.iter().filter(|e| stored.contains(&e.key)).map(|e| e.key.as_str()).collect();
-    let mut removed = Vec::new();
-    for e in entries.iter().filter(|e| !needed.contains(&e.key.as_str())) {
-        if !dry_run {
-            cache::remove(cache_dir, &e.key)?;
+fn export(file: &Path, output: &Path, cache: &KernelCacheArg, cache_dir: &Path) -> Result<kernel::transfer::Moved> {
+    fslab::sys::signals::install()?;
+    let exp = load(file, cache)?;
+    let mut sources = Vec::new();
+    for v in &exp.variants {
+        if let Some(spec) = &v.kernel {
+            sources.push((v.name.clone(), spec.source.clone()));
         }
-        removed.push(Pruned {
-            kind: PrunedKind::Kernel,
-            name: e.key.clone(),
-            release: e.release.clone(),
-            bytes: e.bytes,
-        });
     }
-    // A downloaded package goes with its unpacked entry (keyed by its SHA-256).
-    for deb in Archive::at(cache_dir).downloaded() {
-        let sha = kernel::sha256_file(&deb)?;
-        if needed.contains(&sha.as_str()) {
+    if sources.is_empty() {
+        return Err(fslab::exit::usage(anyhow::anyhow!("{}: no variant boots a kernel of its own", file.display())));
+    }
+    kernel::transfer::export(&sources, cache_dir, output)
+}
+
+/// Read every store that used this cache (and `dbs`), then prune.
+fn prune(
+    cache_dir: &Path,
+    dbs: &[StoreLocation],
+    unused_for: Option<std::time::Duration>,
+    remove: bool,
+) -> Result<kernel::prune::Pruning> {
+    let mut needs = kernel::prune::Needs::default();
+    let recorded = kernel::prune::stores(cache_dir);
+    let mut locations: Vec<(StoreLocation, bool)> = recorded.iter().map(|s| (StoreLocation::parse(s), true)).collect();
+    for db in dbs {
+        if !locations.iter().any(|(l, _)| l.to_string() == db.to_string()) {
+            locations.push((db.clone(), false));
+        }
+    }
+    for (location, was_recorded) in locations {
+        let shown = location.to_string();
+        if location.sqlite_path().is_some_and(|f| !f.exists()) && was_recorded {
+            // A store deleted since: it needs nothing any more.
+            kernel::prune::forget_store(cache_dir, &shown);
             continue;
         }
-        let bytes = cache::disk_usage(&deb);
-        if !dry_run {
-            std::fs::remove_file(&deb).with_context(|| format!("removing {}", deb.display()))?;
+        match Store::open_existing(&location) {
+            Ok(store) => {
+                let n = store.kernel_needs(&mut needs)?;
+                needs.read.push((shown, n));
+            }
+            Err(e) if !was_recorded => return Err(e),
+            Err(e) => needs.unreadable.push((shown, format!("{e:#}"))),
         }
-        removed.push(Pruned { kind: PrunedKind::Package, name: deb.display().to_string(), release: None, bytes });
     }
-    // Source trees and object directories (1-2 GB each) go when no stored
-    // build names their tree.
-    for dirs in kernel::build::build_dirs(cache_dir).iter().filter(|d| !stored.contains(&d.key)) {
-        if !dry_run {
-            kernel::build::remove_build_dirs(cache_dir, dirs)?;
-        }
-        removed.push(Pruned { kind: PrunedKind::SourceTree, name: dirs.key.clone(), release: None, bytes: dirs.bytes });
-    }
-    let freed_bytes = removed.iter().map(|p| p.bytes).sum();
-    Ok(PrunedKernels { dry_run, removed, freed_bytes, kept: needed.len() })
+    kernel::prune::prune(cache_dir, needs, unused_for, remove)
+}
+
+fn import(archive: &Path, cache_dir: &Path) -> Result<kernel::transfer::Moved> {
+    kernel::transfer::import(archive, cache_dir)
 }

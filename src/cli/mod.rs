@@ -27,7 +27,7 @@ use std::process::ExitCode;
 use anyhow::Result;
 use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
-use fslab::report::Format;
+use fslab::report::{Detail, Format};
 use fslab::store::{Store, StoreLocation};
 
 /// Reproduce, measure and explain Linux filesystem performance regressions.
@@ -123,13 +123,57 @@ pub fn chosen(format: Format, json: bool) -> Format {
     }
 }
 
+/// How much of a comparison `run`, `quickstart` and `compare` print: the
+/// answer, or with `--full` every row too. One group flattened into each.
+#[derive(clap::Args, Debug, Clone, Copy)]
+pub struct DetailArgs {
+    /// After the answer, print every metric row and a detail line per row (p, n, CV, notes);
+    /// `--format json` is always complete.
+    #[arg(long)]
+    pub full: bool,
+}
+
+impl DetailArgs {
+    /// The detail asked for; the answer alone names `compare_args`, the
+    /// `fslab compare` arguments that select this comparison again, and
+    /// `report_args` (if any) for `fslab report`, as the way to the rest.
+    pub fn detail(self, db: &DbArg, compare_args: &[String], report_args: Option<&[String]>) -> Detail {
+        if self.full {
+            return Detail::Full;
+        }
+        // `--db` only when neither the default nor FSLAB_DB supplies it
+        // again: the hint stays short and works from where the command ran.
+        // A URL's password stays masked.
+        let from_env = std::env::var("FSLAB_DB").is_ok_and(|v| StoreLocation::parse(&v) == db.db);
+        let db_args = match db.db.to_string() {
+            d if d == DEFAULT_DB || from_env => vec![],
+            d => vec!["--db".to_string(), d],
+        };
+        let command = |name: &str, args: &[String], extra: &[&str]| {
+            let words = ["fslab", name].into_iter().chain(args.iter().chain(&db_args).map(String::as_str));
+            let words: Vec<&str> = words.chain(extra.iter().copied()).collect();
+            // shlex quotes what a shell would split or expand (a path with spaces).
+            shlex::try_join(words.iter().copied()).unwrap_or_else(|_| words.join(" "))
+        };
+        let mut more = format!("see `{}`", command("compare", compare_args, &["--full"]));
+        if let Some(args) = report_args {
+            more.push_str(&format!(", or `{}` with charts", command("report", args, &[])));
+        }
+        Detail::Answer { more }
+    }
+}
+
+/// The store `--db` names when not given.
+const DEFAULT_DB: &str = "fslab.db";
+
 /// Where results live.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DbArg {
-    /// Results store: an SQLite file, or a PostgreSQL URL shared by many
-    /// machines (postgres://user@host/db; add ?sslmode=require for TLS).
+    /// Results store: an SQLite file, or a PostgreSQL server shared by many
+    /// machines, as a URL (postgres://user@host/db; add ?sslmode=require for
+    /// TLS) or a libpq keyword/value string ("host=H dbname=D user=U").
     // The environment's value is hidden from --help: a URL may hold a password.
-    #[arg(long, value_name = "FILE|URL", default_value = "fslab.db", env = "FSLAB_DB", hide_env_values = true)]
+    #[arg(long, value_name = "FILE|URL", default_value = DEFAULT_DB, env = "FSLAB_DB", hide_env_values = true)]
     pub db: StoreLocation,
 }
 
@@ -146,6 +190,27 @@ impl DbArg {
     pub fn open_existing(&self) -> Result<Store> {
         use anyhow::Context;
         Store::open_existing(&self.db).with_context(|| format!("opening {}", self.db))
+    }
+}
+
+/// Where kernels are downloaded, unpacked and built: one rule for every
+/// command that touches kernels ([`fslab::kernel::cache_dir`]), one flag
+/// group flattened into each of them.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct KernelCacheArg {
+    /// Where kernels are downloaded, unpacked and built [default: $FSLAB_KERNEL_CACHE, else WORKDIR/cache,
+    /// WORKDIR being --workdir, else the file's `workdir`, else /var/tmp/fslab]
+    #[arg(long = "kernel-cache", value_name = "DIR", global = true)]
+    pub kernel_cache: Option<std::path::PathBuf>,
+}
+
+impl KernelCacheArg {
+    /// The overrides an experiment file is read with.
+    pub fn overrides(&self, workdir: Option<&std::path::Path>) -> fslab::experiment::Overrides {
+        fslab::experiment::Overrides {
+            workdir: workdir.map(std::path::Path::to_path_buf),
+            kernel_cache: self.kernel_cache.clone(),
+        }
     }
 }
 
@@ -177,7 +242,7 @@ enum Command {
     Kconfig(inspect::KconfigArgs),
     /// Measure a device (or a media model) flashbench-style and print the `device = { … }` line that emulates it.
     Device(device::DeviceArgs),
-    /// Kernels for `kernel = "debian:…"` variants: list cached and available ones, fetch, prune the cache.
+    /// Kernels under test: list cached and available ones, fetch, build, export and import, prune the cache.
     Kernel(kernel::KernelArgs),
     /// Parse, summarize, compare and record iostat logs (from any machine).
     Iostat(iostat::IostatArgs),
@@ -264,6 +329,33 @@ mod tests {
         "iostat report",
     ];
 
+    /// The answer's last line names the commands that show the rest: the
+    /// experiment selected again, `--db` only when not the default (quoted
+    /// for a shell, a URL's password masked), `--full` last.
+    #[test]
+    fn the_answer_names_the_commands_that_show_the_rest() {
+        use super::{DbArg, Detail, DetailArgs};
+        use fslab::store::StoreLocation;
+        let db = |s: &str| DbArg { db: StoreLocation::parse(s) };
+        let selection = ["--experiment".to_string(), "3".to_string()];
+        let (answer, full) = (DetailArgs { full: false }, DetailArgs { full: true });
+        assert_eq!(full.detail(&db("fslab.db"), &selection, Some(&selection)), Detail::Full);
+        let more = |d: Detail| match d {
+            Detail::Answer { more } => more,
+            Detail::Full => panic!("the answer was asked for"),
+        };
+        assert_eq!(
+            more(answer.detail(&db("fslab.db"), &selection, Some(&selection))),
+            "see `fslab compare --experiment 3 --full`, or `fslab report --experiment 3` with charts"
+        );
+        assert_eq!(
+            more(answer.detail(&db("my results/r.db"), &selection, None)),
+            "see `fslab compare --experiment 3 --db 'my results/r.db' --full`"
+        );
+        let url = more(answer.detail(&db("postgres://lab:secret@db.example/fslab"), &selection, None));
+        assert!(url.contains("--db 'postgres://lab:***@db.example/fslab'") && !url.contains("secret"), "{url}");
+    }
+
     /// Every leaf subcommand, as `parent child`.
     fn leaves(cmd: &clap::Command, prefix: &str, out: &mut Vec<(String, clap::Command)>) {
         for sub in cmd.get_subcommands() {
@@ -275,6 +367,45 @@ mod tests {
                 out.push((name, sub.clone()));
             }
         }
+    }
+
+    /// Commands that read experiment files or the kernel cache: each takes
+    /// the one `--kernel-cache` flag and a `--workdir`, so every one of them
+    /// finds kernels where the others do (issue 28.4).
+    const TOUCH_KERNELS: &[&str] = &[
+        "run",
+        "kernel list",
+        "kernel fetch",
+        "kernel build",
+        "kernel prune",
+        "kernel export",
+        "kernel import",
+        "bisect-kconfig",
+        "bisect-commits",
+        "vm-probe",
+        "plan",
+    ];
+
+    #[test]
+    fn every_command_that_touches_kernels_takes_the_one_cache_flag() {
+        let mut all = Vec::new();
+        // Built, so a group's global flags reach its subcommands.
+        let mut root = super::Cli::command();
+        root.build();
+        leaves(&root, "", &mut all);
+        let mut missing = Vec::new();
+        for name in TOUCH_KERNELS {
+            let Some((_, cmd)) = all.iter().find(|(n, _)| n == name) else {
+                missing.push(format!("{name}: no such command"));
+                continue;
+            };
+            for flag in ["kernel-cache", "workdir"] {
+                if !cmd.get_arguments().any(|a| a.get_long() == Some(flag)) {
+                    missing.push(format!("{name}: no --{flag}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "{}", missing.join("\n"));
     }
 
     /// Every command that prints results takes `--format`, and `--json` as

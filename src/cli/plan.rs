@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use anyhow::{anyhow, bail, Context, Result};
 use clap::Args;
 
-use super::{offer, DbArg, FormatArgs};
+use super::{offer, DbArg, FormatArgs, KernelCacheArg};
 use fslab::analysis::{compare_config, plan, stored_noise};
 use fslab::exit;
 use fslab::experiment::{self, Repetitions};
@@ -40,6 +40,11 @@ pub struct PlanArgs {
     /// the file first and plan from their noise (stored like any run).
     #[arg(long, value_name = "ROUNDS")]
     pilot: Option<u32>,
+    /// Work directory for a pilot's images, mount points and caches (overrides the file).
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+    #[command(flatten)]
+    kernel_cache: KernelCacheArg,
     #[command(flatten)]
     format: FormatArgs,
 }
@@ -54,7 +59,8 @@ fn parse_percent(text: &str) -> Result<f64, String> {
 }
 
 pub fn plan_cmd(args: PlanArgs) -> Result<ExitCode> {
-    let exp = experiment::load(&args.file).map_err(exit::usage)?;
+    let overrides = args.kernel_cache.overrides(args.workdir.as_deref());
+    let exp = experiment::load_with(&args.file, &overrides).map_err(exit::usage)?;
     // A pilot stores its runs, so only then may the store be created.
     let mut store = match args.pilot {
         Some(_) => args.db.open()?,

@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 
 use super::compare::print_comparison;
-use super::{offer, DbArg, FormatArgs};
+use super::{offer, DbArg, DetailArgs, FormatArgs, KernelCacheArg};
 use fslab::exit::{self, Exit};
 use fslab::experiment::{self, Experiment};
 use fslab::output;
@@ -63,6 +63,8 @@ pub struct CommonRunArgs {
     /// Work directory for images, mount points and caches (overrides the file).
     #[arg(long)]
     workdir: Option<PathBuf>,
+    #[command(flatten)]
+    kernel_cache: KernelCacheArg,
     /// Compare against this variant instead of the file's baseline.
     #[arg(long)]
     baseline: Option<String>,
@@ -75,6 +77,8 @@ pub struct CommonRunArgs {
     tags: Vec<(String, String)>,
     #[command(flatten)]
     format: FormatArgs,
+    #[command(flatten)]
+    detail: DetailArgs,
 }
 
 fn tag_arg(text: &str) -> std::result::Result<(String, String), String> {
@@ -102,12 +106,16 @@ pub fn quickstart(args: QuickstartArgs) -> Result<ExitCode> {
         output::print(QUICKSTART)?;
         return Ok(ExitCode::SUCCESS);
     }
-    let exp = experiment::parse(QUICKSTART, None)?;
+    let overrides = args.common.kernel_cache.overrides(args.common.workdir.as_deref());
+    let exp = experiment::parse_with(QUICKSTART, None, &overrides)?;
     execute(exp, &args.db, &args.common, RunOptions::default())
 }
 
 pub fn run(args: RunArgs) -> Result<ExitCode> {
-    let mut exp = experiment::load(&args.file).map_err(exit::usage)?;
+    // `--workdir` and `--kernel-cache` apply before the file is checked: its
+    // kernels are looked up and prepared in the cache the run will use.
+    let overrides = args.common.kernel_cache.overrides(args.common.workdir.as_deref());
+    let mut exp = experiment::load_with(&args.file, &overrides).map_err(exit::usage)?;
     if args.quick {
         experiment::make_quick(&mut exp);
     }
@@ -133,9 +141,6 @@ pub fn run(args: RunArgs) -> Result<ExitCode> {
     };
     common_options(&mut opts, &args.common);
     if args.dry_run {
-        if let Some(dir) = &args.common.workdir {
-            exp.workdir = dir.clone();
-        }
         runner::dry_run_checks(&exp, &opts)?;
         let mut plan = DryRun::new(&exp);
         plan.device = opts.device.as_ref().map(|d| d.path.clone());
@@ -188,7 +193,13 @@ fn execute(mut exp: Experiment, db: &DbArg, common: &CommonRunArgs, mut opts: Ru
     }
     // The experiment is stored: a reader that went away (`| head`) changes nothing about how it went.
     let format = common.format.chosen();
-    match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), format) {
+    // The rest is a `compare` of the stored experiment away (not a rerun).
+    let mut selection = vec!["--experiment".to_string(), summary.experiment_id.to_string()];
+    if let Some(baseline) = &common.baseline {
+        selection.extend(["--baseline".to_string(), baseline.clone()]);
+    }
+    let detail = common.detail.detail(db, &selection, Some(&selection));
+    match print_comparison(&store, summary.experiment_id, Some(&exp.baseline), Some(exp.theta), format, detail) {
         Err(e) if output::is_broken_pipe(&e) => output::stdout_gone(),
         r => r?,
     }

@@ -46,6 +46,9 @@ pub struct Experiment {
     pub order: RunOrder,
     pub seed: u64,
     pub workdir: PathBuf,
+    /// Where its kernels are downloaded, unpacked and built
+    /// ([`crate::kernel::cache_dir`]: the one rule every command follows).
+    pub kernel_cache: PathBuf,
     /// Name of the variant every other variant is compared against.
     pub baseline: String,
     pub theta: f64,
@@ -141,19 +144,47 @@ pub fn stored_workloads(spec: &crate::stored::StoredSpec) -> Option<Vec<Workload
     spec.workloads.iter().map(|w| serde_json::from_value(w.clone()).ok()).collect()
 }
 
+/// The variants of a stored plan as this version reads them; `None` when
+/// they do not parse (a store written by another version): a report then
+/// shows what it cannot read as unknown rather than guess from JSON keys.
+pub fn stored_variants(spec: &crate::stored::StoredSpec) -> Option<Vec<VariantConfig>> {
+    spec.variants.iter().map(|v| serde_json::from_value(v.clone()).ok()).collect()
+}
+
 /// Read and validate an experiment file.
 pub fn load(path: &Path) -> Result<Experiment> {
+    load_with(path, &Overrides::default())
+}
+
+/// What the command line sets over the file before it is checked: the
+/// work directory and the kernel cache decide where a file's kernels are
+/// looked up, unpacked and built, so they apply before, not after.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// `--workdir`.
+    pub workdir: Option<PathBuf>,
+    /// `--kernel-cache`.
+    pub kernel_cache: Option<PathBuf>,
+}
+
+/// [`load`] with the command line's [`Overrides`].
+pub fn load_with(path: &Path, overrides: &Overrides) -> Result<Experiment> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    parse(&text, Some(path))
+    parse_with(&text, Some(path), overrides)
 }
 
 /// Validate experiment text. `path` names the file in errors and anchors
 /// relative paths (`list = "..."`); None means built in.
 pub fn parse(text: &str, path: Option<&Path>) -> Result<Experiment> {
+    parse_with(text, path, &Overrides::default())
+}
+
+/// [`parse`] with the command line's [`Overrides`].
+pub fn parse_with(text: &str, path: Option<&Path>, overrides: &Overrides) -> Result<Experiment> {
     let origin = path.map_or_else(|| "<built-in>".to_string(), |p| p.display().to_string());
     let base_dir = path.and_then(Path::parent).map(Path::to_path_buf).unwrap_or_default();
     let src = Source { text, origin: &origin, base_dir: &base_dir };
-    let mut experiment = validate::resolve(&src)?;
+    let mut experiment = validate::resolve(&src, overrides)?;
     experiment.source_path = path.map(Path::to_path_buf);
     experiment.source_text = text.to_string();
     experiment.spec_hash = Sha256::digest(text.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
@@ -184,11 +215,5 @@ impl Experiment {
     /// Cache for generated workload inputs, shared by experiments.
     pub fn cache_dir(&self) -> PathBuf {
         self.workdir.join("cache")
-    }
-
-    /// Where this experiment's kernels are unpacked, built and downloaded
-    /// ([`crate::kernel::cache_dir`]).
-    pub fn kernel_cache(&self) -> PathBuf {
-        crate::kernel::cache_dir(&self.workdir)
     }
 }

@@ -77,7 +77,7 @@ pub const DRY_RUN_LINES: usize = 200;
 pub fn kernel_builds(exp: &Experiment) -> Vec<(usize, crate::kernel::outlook::BuildOutlook)> {
     let variants =
         exp.variants.iter().enumerate().filter_map(|(i, v)| v.kernel.as_ref().map(|k| (i, v.name.as_str(), &k.source)));
-    crate::kernel::outlook::plan(variants, &crate::kernel::cache_dir(&exp.workdir))
+    crate::kernel::outlook::plan(variants, &exp.kernel_cache)
 }
 
 /// The run plan as text, for `fslab run --dry-run`; `builds` is [`kernel_builds`].
@@ -117,37 +117,8 @@ pub fn describe(exp: &Experiment, builds: &[(usize, crate::kernel::outlook::Buil
         // Which kernel the variant's runs see: its own in a VM, or the host's.
         match (&v.kernel, &v.vm) {
             (Some(k), vm) => {
-                let source = match &k.source {
-                    crate::kernel::KernelSource::Image { image, .. } => format!("image {}", image.display()),
-                    crate::kernel::KernelSource::BuildTree(tree) => format!("build tree {}", tree.display()),
-                    crate::kernel::KernelSource::Deb(deb) => format!("package {}", deb.display()),
-                    crate::kernel::KernelSource::Debian(k) => {
-                        format!("{} = {} {} ({})", k.reference, k.package.name, k.package.version, k.package.suite)
-                    }
-                    crate::kernel::KernelSource::Build(b) => format!(
-                        "a kernel built from {}{}{} ({})",
-                        b.shown(),
-                        b.package.as_ref().map(|p| format!(" = {} {}", p.name, p.version)).unwrap_or_default(),
-                        // Two variants can differ only by their patches: name them.
-                        if b.patches.is_empty() {
-                            String::new()
-                        } else {
-                            let names: Vec<String> = b
-                                .patches
-                                .iter()
-                                .map(|(_, p)| {
-                                    std::path::Path::new(p)
-                                        .file_name()
-                                        .unwrap_or_default()
-                                        .to_string_lossy()
-                                        .into_owned()
-                                })
-                                .collect();
-                            format!(" + {}", names.join(", "))
-                        },
-                        builds.iter().find(|(j, _)| *j == i).map(|(_, o)| o.describe()).unwrap_or_default()
-                    ),
-                };
+                let outlook = builds.iter().find(|(j, _)| *j == i).map(|(_, o)| format!(" ({})", o.describe()));
+                let source = format!("{}{}", k.source.origin(), outlook.unwrap_or_default());
                 let boot = match vm.as_ref().map(|vm| vm.boot).unwrap_or_default() {
                     super::place::BootPolicy::PerVariant => "one VM for the variant",
                     super::place::BootPolicy::PerRun => "a fresh VM per run",
@@ -158,6 +129,9 @@ pub fn describe(exp: &Experiment, builds: &[(usize, crate::kernel::outlook::Buil
                 let _ = writeln!(out, "    kernel: the host's ({})", crate::sys::kernel_release());
             }
             (None, _) => {}
+        }
+        if let Some(device) = &t.device {
+            let _ = writeln!(out, "    device: {}", describe_device(device));
         }
         let th = &t.throttle;
         if !th.is_empty() {
@@ -229,6 +203,23 @@ pub fn describe(exp: &Experiment, builds: &[(usize, crate::kernel::outlook::Buil
         let _ = writeln!(out, "  … and {} more runs", total - printed);
     }
     out
+}
+
+/// A variant's medium as the dry run says it: the preset and its model,
+/// with the parameters the file changed, or a model given in full.
+pub fn describe_device(device: &crate::media::DeviceSpec) -> String {
+    let changed: Vec<String> = device.changed().iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let (name, model) = (&device.name, device.model_name());
+    let head = match device.is_preset() {
+        true if name == model => format!("{name} preset"),
+        true => format!("{name} ({model} model preset)"),
+        false => format!("{model} model"),
+    };
+    match (device.is_preset(), changed.is_empty()) {
+        (_, true) => head,
+        (true, false) => format!("{head} with {}", changed.join(" ")),
+        (false, false) => format!("{head}: {}", changed.join(" ")),
+    }
 }
 
 /// A JSON value as short text: strings bare, durations as `1m 5s`.

@@ -122,7 +122,7 @@ impl fmt::Display for RunOrder {
 #[derive(Debug, Default, Deserialize, DocumentedFieldsOpt)]
 #[serde(deny_unknown_fields)]
 pub struct VariantKeys {
-    /// The variant's name (letters, digits and `. _ - = +`).
+    /// The variant's name (letters, digits and `. _ - = +`, not starting with `-`).
     pub name: Option<Spanned<String>>,
     /// The testbed: a filesystem kind (table below) or `dir:/path` (an existing directory).
     pub fs: Option<Spanned<String>>,

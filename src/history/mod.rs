@@ -12,7 +12,6 @@
 pub mod across;
 pub mod check;
 pub mod render;
-pub mod tags;
 
 use std::collections::BTreeMap;
 
@@ -464,7 +463,7 @@ mod tests {
             };
             store.record_run(e, &run).unwrap();
         }
-        store.set_experiment_status(e, "complete").unwrap();
+        store.set_experiment_status(e, ExperimentStatus::Complete).unwrap();
         e
     }
 

@@ -1,27 +1,37 @@
-//! Kernels built from source with the config a case needs:
-//! `kernel = { source = "debian:5.10", config = "minimal", set = {…}, patches = […] }`.
+//! The one pipeline that builds kernels from source, whatever the source:
+//! a distribution's source package, a git repository at a revision, a
+//! kernel tree of the user's (each a [`Tree`] of its kind's file in
+//! [`super::source`]), with the config a case needs:
+//! `kernel = { source | git, config = "minimal", set = {…}, patches = […] }`.
 //!
 //! Two steps, so a bad `set` fails when the file is read, before any run:
 //!
-//! 1. [`prepare`] (seconds once the source is there): the source tree is a
-//!    Debian `linux-source-X` package fetched by the private apt setup
-//!    ([`super::debian`]) and unpacked with the patches applied, once per
-//!    package and patch set, into `<cache>/kernel-builds/tree-<key>/`; or a
-//!    kernel tree the user gave (built out of tree, never written). The
-//!    config is made in the tree's config directory (`cfg-<key>/`): the base (`minimal`:
-//!    `make tinyconfig` + [`MINIMAL`] merged by Kbuild's own
-//!    `scripts/kconfig/merge_config.sh`; `debian`: the matching Debian
-//!    image's config; or a file), then the `set` fragment (a choice member
-//!    set to `y` clears its siblings), then `make olddefconfig`. Every `set`
-//!    option is read back ([`super::kconfig`]). The final config is kept
-//!    under `<cache>/kernel-builds/configs/<sha256>.config`.
+//! 1. [`prepare`] (seconds once the tree is there): the tree is made ready
+//!    by its kind (unpacked and patched once; checked out at the revision
+//!    in fslab's own clone), then the config is made in the tree's config
+//!    directory (`cfg-<key>/`): the base (`minimal`: `make tinyconfig` +
+//!    [`MINIMAL`] merged by Kbuild's own `scripts/kconfig/merge_config.sh`;
+//!    `debian`: the matching Debian image's config; or a file), then the
+//!    `set` fragment (a choice member set to `y` clears its siblings), then
+//!    `make olddefconfig`. Every `set` option is read back
+//!    ([`super::kconfig`]). The final config is kept under
+//!    `<cache>/kernel-builds/configs/<sha256>.config`; the same request on
+//!    the same tree content is answered from a memo, without the tree.
 //! 2. [`build`] (minutes): `make bzImage` with all cores and ccache in one
-//!    object directory per source tree (`obj-<key>/`, so a variant that
-//!    changes one option rebuilds only what depends on it), contained in
-//!    its own process group (killed on error, panic and signal), progress
-//!    (phase, objects, ETA) on stderr, the log kept. The image lands in the
-//!    kernel cache entry keyed by source, final config and compiler
-//!    (`<cache>/kernels/<key>/`), so a second experiment boots it unbuilt.
+//!    object directory per tree (`obj-<key>/`, so a variant that changes
+//!    one option, or a bisection step that changes a few files, rebuilds
+//!    only what depends on it), contained in its own process group (killed
+//!    on error, panic and signal), progress (phase, objects, ETA) on
+//!    stderr, the log and a [`BuildRecord`] kept. A tree's first build
+//!    starts from a copy of the objects of another tree of the same kernel
+//!    version when there is one ([`seed_objects`]). The image lands in the
+//!    kernel cache entry keyed by the tree's content, the final config and
+//!    the compiler (`<cache>/kernels/<key>/`, with its `System.map`), so a
+//!    second experiment, or a resumed bisection, boots it unbuilt.
+//!
+//! One lock per tree (`.tree-<key>.lock`) covers making it ready, its
+//! config and its build: a git tree moves between revisions, so nobody may
+//! read it while another process checks out or builds.
 //!
 //! Everything is built in (`minimal` has no modules), so the guest needs no
 //! module staging; kernels before 6.0 mount their root through virtme-ng's
@@ -37,9 +47,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::debian::{Archive, Package};
 use super::kconfig::{self, Kconfig};
 use super::outlook::BuildRecord;
+use super::KernelPackage;
 use crate::sys::contain::{kill_group, spawn_contained};
 use crate::sys::signals::cancelled;
 
@@ -51,9 +61,24 @@ pub fn builds_dir(cache: &Path) -> PathBuf {
     cache.join("kernel-builds")
 }
 
-/// A source tree's working directories under [`builds_dir`]: the unpacked
-/// tree, its object directory and its config work directory, which share
-/// the first 16 hex digits of the tree's key.
+/// The first 16 hex digits of a tree key: how its directories are named.
+pub fn short_key(tree_key: &str) -> &str {
+    &tree_key[..tree_key.len().min(16)]
+}
+
+/// A tree's object directory.
+pub fn object_dir(cache: &Path, tree_key: &str) -> PathBuf {
+    builds_dir(cache).join(format!("obj-{}", short_key(tree_key)))
+}
+
+/// The lock that covers a tree, its config directory and its objects.
+pub fn tree_lock(builds: &Path, tree_key: &str, what: &str) -> Result<super::cache::Held> {
+    super::cache::lock_for(&builds.join(format!(".tree-{}.lock", short_key(tree_key))), what)
+}
+
+/// A source tree's working directories under [`builds_dir`]: its tree
+/// (an unpacked package, a clone), its object directory and its config
+/// work directory, which share the first 16 hex digits of the tree's key.
 #[derive(Clone, Debug)]
 pub struct BuildDirs {
     pub key: String,
@@ -61,12 +86,15 @@ pub struct BuildDirs {
     pub bytes: u64,
 }
 
+/// The prefixes of a tree's working directories.
+const TREE_DIRS: [&str; 4] = ["tree-", "git-", "obj-", "cfg-"];
+
 /// Every source tree's working directories in `cache`, by key.
 pub fn build_dirs(cache: &Path) -> Vec<BuildDirs> {
     let mut by_key: BTreeMap<String, BuildDirs> = BTreeMap::new();
     for entry in std::fs::read_dir(builds_dir(cache)).into_iter().flatten().flatten() {
         let name = entry.file_name().to_string_lossy().into_owned();
-        let Some(key) = ["tree-", "obj-", "cfg-"].iter().find_map(|p| name.strip_prefix(p)) else { continue };
+        let Some(key) = TREE_DIRS.iter().find_map(|p| name.strip_prefix(p)) else { continue };
         let dirs = by_key.entry(key.to_string()).or_insert_with(|| BuildDirs {
             key: key.to_string(),
             paths: Vec::new(),
@@ -78,25 +106,42 @@ pub fn build_dirs(cache: &Path) -> Vec<BuildDirs> {
     by_key.into_values().collect()
 }
 
-/// Remove a source tree's working directories, under the locks a build
-/// of that tree holds (so a running build is waited for, not cut short).
+/// Remove a source tree's working directories, under the lock a build of
+/// that tree holds (so a running build is waited for, not cut short).
 pub fn remove_build_dirs(cache: &Path, dirs: &BuildDirs) -> Result<()> {
     let builds = builds_dir(cache);
-    let _cfg = super::cache::lock(&builds.join(format!(".cfg-{}.lock", dirs.key)))?;
-    let _obj = super::cache::lock(&builds.join(format!(".obj-{}.lock", dirs.key)))?;
+    let _lock = tree_lock(&builds, &dirs.key, "removing its tree")?;
     for path in &dirs.paths {
         std::fs::remove_dir_all(path).with_context(|| format!("removing {}", path.display()))?;
     }
     Ok(())
 }
 
-/// Where a built kernel's source comes from.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum BuildSource {
-    /// A `linux-source-X` package of Debian's archive.
-    Debian { archive: PathBuf, package: Package },
-    /// A kernel source tree the user gave (absolute).
-    Tree(PathBuf),
+/// A source tree the pipeline builds from: what each built kind gives it.
+pub trait Tree {
+    /// As the user named it: `debian:5.10`, a path, `/src/linux @ v5.8`.
+    fn reference(&self) -> String;
+    /// Names the one tree, config directory and object directory this
+    /// source builds in: every revision of a git repository shares them.
+    fn tree_key(&self) -> String;
+    /// Names what the ready tree holds (a package and its patches, a commit
+    /// and its patches). None when it can change under the same name (the
+    /// user's own tree): its image is then keyed by its content once built.
+    fn content_key(&self) -> Option<String>;
+    /// Make the tree hold what it should (unpack and patch it, check out the
+    /// revision) and return its path. Called with the tree's lock held.
+    fn ready(&self, builds: &Path) -> Result<PathBuf>;
+    /// The patches it applies: SHA-256 and path, in order.
+    fn patches(&self) -> Vec<(String, String)>;
+    /// The archive package it came from, when it came from one.
+    fn package(&self) -> Option<KernelPackage> {
+        None
+    }
+    /// The config of the distribution image built from the same source
+    /// (`config = "debian"`), for the kinds that have one.
+    fn distribution_config(&self, _version: &str, _cache: &Path) -> Result<PathBuf> {
+        bail!("config = \"debian\" needs a `debian:` source (this tree has no matching Debian image)")
+    }
 }
 
 /// The config a build starts from.
@@ -120,27 +165,23 @@ impl ConfigBase {
     }
 }
 
-/// What the user asked to build, as written (paths absolute).
+/// The config half of what the user asked to build (the tree is the other).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct BuildRequest {
-    /// `debian:5.10` or the tree's path, as written.
-    pub reference: String,
-    pub source: BuildSource,
     pub config: ConfigBase,
     /// Symbol (without `CONFIG_`) -> value (`y`, `n`, `m`, text, number).
     pub set: BTreeMap<String, String>,
-    pub patches: Vec<PathBuf>,
 }
 
 /// A build whose config is prepared and checked: what [`build`] needs, and
-/// what the experiment records about the kernel (`VariantKernel::build`).
+/// what the experiment records about how its kernel was built.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct KernelBuild {
-    /// `debian:5.10` or the tree's path, as written.
+    /// The tree as the user named it (`debian:5.10`, a path, a repository and revision).
     pub source: String,
     /// The Debian source package (`linux-source-5.10 5.10.262-1`), when from one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub package: Option<super::KernelPackage>,
+    pub package: Option<KernelPackage>,
     /// `minimal`, `debian` or the file.
     pub config_base: String,
     pub set: BTreeMap<String, String>,
@@ -155,16 +196,20 @@ pub struct KernelBuild {
     pub config_sha256: String,
     /// `gcc --version`, first line.
     pub compiler: String,
-    /// The source tree built (an unpacked package, or the user's tree).
+    /// The source tree built (an unpacked package, fslab's clone, the user's tree).
     pub tree: PathBuf,
-    /// Key of the source tree (package and patches), naming its object directory.
+    /// Key of the source tree, naming its object directory.
     pub tree_key: String,
-    /// Key of the built image in the kernel cache: source, config, compiler.
+    /// Key of the built image in the kernel cache: tree content, config,
+    /// compiler (empty for a user's tree until built).
     pub key: String,
     /// Was the image in the cache when the file was read (plans say when a
     /// variant will need a long build)?
     #[serde(skip)]
     pub cached: bool,
+    /// The file its prepared request is remembered in (`prepared/…`), when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memo: Option<String>,
     /// What was asked for, so a bisection can prepare a build one option
     /// away (not stored: the fields above say what was built).
     #[serde(skip)]
@@ -179,10 +224,16 @@ impl KernelBuild {
 
     /// Is the image already in the cache (no build needed)?
     pub fn is_built(&self, cache: &Path) -> bool {
-        super::cache::kernels_dir(cache).join(&self.key).is_dir()
+        !self.key.is_empty() && super::cache::kernels_dir(cache).join(&self.key).is_dir()
     }
 
-    /// One line for plans and progress: `debian:5.10 minimal + SQUASHFS_DECOMP_SINGLE=y`.
+    /// Where its objects are built (`System.map`, `vmlinux`, the objects
+    /// that map symbols to source files).
+    pub fn object_dir(&self, cache: &Path) -> PathBuf {
+        object_dir(cache, &self.tree_key)
+    }
+
+    /// One line for plans and progress: `debian:5.10 minimal SQUASHFS_DECOMP_SINGLE=y`.
     pub fn shown(&self) -> String {
         let mut s = format!("{} {}", self.source, self.config_base);
         for (k, v) in &self.set {
@@ -269,92 +320,78 @@ impl std::fmt::Display for SetRejected {
 
 impl std::error::Error for SetRejected {}
 
-/// Make the source tree and the final config, and check every `set`
+/// Make the tree ready and the final config, and check every `set`
 /// option. Errors name the option and why (the caller adds file and key).
-pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
-    let missing = missing_build_tools(!req.patches.is_empty());
-    if !missing.is_empty() {
-        return Err(BuildToolsMissing(missing).into());
-    }
+pub fn prepare(tree: &dyn Tree, req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
+    let patches = tree.patches();
     let builds = builds_dir(cache);
     crate::sys::trusted::ensure_dir(&builds).context("the kernel cache")?;
-    let mut patches = Vec::new();
-    for p in &req.patches {
-        patches
-            .push((super::sha256_file(p).with_context(|| format!("patch {}", p.display()))?, p.display().to_string()));
-    }
-    let (tree, tree_key, package) = match &req.source {
-        BuildSource::Debian { archive, package } => {
-            let deb = Archive::at_root(archive).download(package).with_context(|| {
-                format!("{}: {} {} ({})", req.reference, package.name, package.version, package.suite)
-            })?;
-            let shas: Vec<&str> = patches.iter().map(|(s, _)| s.as_str()).collect();
-            let key = debian_tree_key(package, &shas);
-            let tree = unpacked_source(&builds, &key, &deb, &req.patches)?;
-            (tree, key, Some(package.recorded()))
-        }
-        BuildSource::Tree(path) => {
-            if !path.join("Makefile").is_file() || !path.join("Kconfig").is_file() {
-                bail!("{} is not a kernel source tree (no Makefile and Kconfig)", path.display());
-            }
-            if !req.patches.is_empty() {
-                bail!("patches apply to a `debian:` source only: fslab does not modify your tree {}", path.display());
-            }
-            let key = sha256_str(&format!("tree\0{}", fs::canonicalize(path)?.display()));
-            (path.clone(), key, None)
-        }
-    };
-    // The same request on the same unpacked package gives the same config:
-    // answered from the last time (seconds of olddefconfig saved per
-    // variant, and per step of a bisection).
-    let memo = prepared_memo(req, &builds, &tree_key)?;
+    let tree_key = tree.tree_key();
+    // No compiler here (a machine that only boots kernels built elsewhere):
+    // a memoized build whose image is cached still serves.
+    let compiler = compiler_version().ok();
+    // The same request on the same tree content gives the same config:
+    // answered from the last time, without the tree (seconds of
+    // olddefconfig saved per variant, a checkout per step of a bisection).
+    let memo = prepared_memo(tree, req, &builds)?;
     if let Some(found) = memo.as_deref().and_then(|m| fs::read_to_string(m).ok()) {
         if let Ok(mut b) = serde_json::from_str::<KernelBuild>(&found) {
-            if b.config_path(cache).is_file() && b.tree == tree && b.patches == patches {
-                b.cached = !b.key.is_empty() && super::cache::kernels_dir(cache).join(&b.key).is_dir();
+            let usable = b.config_path(cache).is_file() && b.tree_key == tree_key && b.patches == patches;
+            let same_compiler = compiler.as_deref() == Some(b.compiler.as_str());
+            b.cached = b.is_built(cache);
+            // Built with another compiler (imported, or before an upgrade):
+            // boot that image rather than build again.
+            if usable && (same_compiler || b.cached) {
                 b.request = Some(Box::new(req.clone()));
                 return Ok(b);
             }
         }
     }
-    let version = tree_version(&tree)?;
-    let kconfig = Kconfig::read(&tree)?;
+    let missing = missing_build_tools(!patches.is_empty());
+    if !missing.is_empty() {
+        return Err(BuildToolsMissing(missing).into());
+    }
+    let compiler = compiler_version()?;
+    let _lock = tree_lock(&builds, &tree_key, &format!("preparing the config of {}", tree.reference()))?;
+    let path = tree.ready(&builds)?;
+    let version = tree_version(&path)?;
+    let kconfig = Kconfig::read(&path)?;
     let problems = kconfig::check_symbols(&kconfig, &version, &req.set);
     if !problems.is_empty() {
         return Err(SetRejected(problems.join("\n")).into());
     }
 
-    // The config, in the tree's config directory (the build's object
-    // directory may be busy): Kconfig's tools are compiled there once.
-    let obj = builds.join(format!("cfg-{}", &tree_key[..16]));
-    let _lock = super::cache::lock(&builds.join(format!(".cfg-{}.lock", &tree_key[..16])))?;
+    // The config, in the tree's config directory (the object directory
+    // keeps its own `.config` of the last build): Kconfig's tools are
+    // compiled there once.
+    let obj = builds.join(format!("cfg-{}", short_key(&tree_key)));
     fs::create_dir_all(&obj)?;
     for stale in [".config", ".config.old", "fslab-minimal.config", "fslab-set.config"] {
         let _ = fs::remove_file(obj.join(stale));
     }
     let obj = obj.as_path();
     let cc = compiler_command();
-    let make = |args: &[&str]| -> Result<()> { run_make(&tree, obj, &cc, args, Duration::from_secs(600)) };
+    let make = |args: &[&str]| -> Result<()> { run_make(&path, obj, &cc, args, Duration::from_secs(600)) };
     match &req.config {
         ConfigBase::Minimal => {
             make(&["tinyconfig"])?;
             let frag = obj.join("fslab-minimal.config");
             fs::write(&frag, strip_comments(MINIMAL))?;
-            merge(&tree, obj, &frag)?;
+            merge(&path, obj, &frag)?;
         }
         ConfigBase::Debian => {
-            let base = debian_config(req, &version, cache)?;
+            let base = tree.distribution_config(&version, cache)?;
             fs::copy(&base, obj.join(".config"))
                 .with_context(|| format!("copying Debian's config {}", base.display()))?;
         }
-        ConfigBase::File(path) => {
-            fs::copy(path, obj.join(".config")).with_context(|| format!("copying config {}", path.display()))?;
+        ConfigBase::File(file) => {
+            fs::copy(file, obj.join(".config")).with_context(|| format!("copying config {}", file.display()))?;
         }
     }
     if !req.set.is_empty() {
         let frag = obj.join("fslab-set.config");
         fs::write(&frag, kconfig::set_fragment(&kconfig, &req.set))?;
-        merge(&tree, obj, &frag)?;
+        merge(&path, obj, &frag)?;
     }
     make(&["olddefconfig"])?;
     let final_text = fs::read_to_string(obj.join(".config")).context("reading the final .config")?;
@@ -362,7 +399,7 @@ pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
     if !problems.is_empty() {
         return Err(SetRejected(problems.join("\n")).into());
     }
-    let release = make_output(&tree, obj, &cc, &["-s", "kernelrelease"])?;
+    let release = make_output(&path, obj, &cc, &["-s", "kernelrelease"])?;
     let config_sha256 = sha256_str(&final_text);
     let configs = builds.join("configs");
     fs::create_dir_all(&configs)?;
@@ -372,15 +409,14 @@ pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
         fs::write(&tmp, &final_text)?;
         fs::rename(&tmp, &kept)?;
     }
-    let compiler = compiler_version()?;
-    let key = match &req.source {
-        BuildSource::Debian { .. } => sha256_str(&format!("build\0{tree_key}\0{config_sha256}\0{compiler}")),
-        // The user's tree changes under us: its image is keyed once built (see `build`).
-        BuildSource::Tree(_) => String::new(),
-    };
-    let prepared = KernelBuild {
-        source: req.reference.clone(),
-        package,
+    // A user's tree changes under us: its image is keyed once built (see `build`).
+    let key = tree
+        .content_key()
+        .map(|content| sha256_str(&format!("build\0{content}\0{config_sha256}\0{compiler}")))
+        .unwrap_or_default();
+    let mut prepared = KernelBuild {
+        source: tree.reference(),
+        package: tree.package(),
         config_base: req.config.shown(),
         set: req.set.clone(),
         patches,
@@ -388,13 +424,16 @@ pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
         release,
         config_sha256,
         compiler,
-        tree,
-        cached: !key.is_empty() && super::cache::kernels_dir(cache).join(&key).is_dir(),
+        tree: path,
         tree_key,
         key,
+        cached: false,
+        memo: None,
         request: Some(Box::new(req.clone())),
     };
+    prepared.cached = prepared.is_built(cache);
     if let Some(m) = memo {
+        prepared.memo = m.file_name().map(|n| n.to_string_lossy().into_owned());
         let tmp = m.with_extension(format!("{}.tmp", std::process::id()));
         fs::write(&tmp, serde_json::to_string_pretty(&prepared)?)?;
         fs::rename(&tmp, &m)?;
@@ -402,27 +441,242 @@ pub fn prepare(req: &BuildRequest, cache: &Path) -> Result<KernelBuild> {
     Ok(prepared)
 }
 
-/// Where a Debian source's prepared request is remembered: keyed by the
-/// tree (package and patches), the base config's content, the `set` and the
-/// compiler. None for what can change under the same request: a user's
+/// Where a prepared request is remembered: keyed by the tree's content,
+/// the base config's content and the `set` (the compiler it was made with
+/// is in it). None for what can change under the same request: a user's
 /// tree, or `config = "debian"` (the matching image may get a newer revision).
-fn prepared_memo(req: &BuildRequest, builds: &Path, tree_key: &str) -> Result<Option<PathBuf>> {
-    let base = match (&req.source, &req.config) {
-        (BuildSource::Tree(_), _) | (_, ConfigBase::Debian) => return Ok(None),
-        (_, ConfigBase::Minimal) => format!("minimal\0{MINIMAL}"),
-        (_, ConfigBase::File(p)) => format!("file\0{}", super::sha256_file(p)?),
+fn prepared_memo(tree: &dyn Tree, req: &BuildRequest, builds: &Path) -> Result<Option<PathBuf>> {
+    let Some(content) = tree.content_key() else { return Ok(None) };
+    let base = match &req.config {
+        ConfigBase::Debian => return Ok(None),
+        ConfigBase::Minimal => format!("minimal\0{MINIMAL}"),
+        ConfigBase::File(p) => format!("file\0{}", super::sha256_file(p)?),
     };
     let set: Vec<String> = req.set.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    let key = sha256_str(&format!("prepared\0{tree_key}\0{base}\0{}\0{}", set.join("\0"), compiler_version()?));
+    let key = sha256_str(&format!("prepared\0{content}\0{base}\0{}", set.join("\0")));
     let dir = builds.join("prepared");
     fs::create_dir_all(&dir)?;
     Ok(Some(dir.join(format!("{key}.json"))))
 }
 
-/// The key of a Debian source package's tree with these patches (SHA-256 of each).
-fn debian_tree_key(package: &Package, patch_shas: &[&str]) -> String {
-    sha256_str(&format!("debian-source\0{}\0{}", package.sha256, patch_shas.join("\0")))
+/// Build `b` from `tree` (or find it built): its image in the kernel cache.
+pub fn build(tree: &dyn Tree, b: &KernelBuild, cache: &Path) -> Result<super::KernelArtifacts> {
+    let kernels = super::cache::kernels_dir(cache);
+    let builds = builds_dir(cache);
+    let obj = object_dir(cache, &b.tree_key);
+    let what = format!("building kernel {} ({})", b.release, b.shown());
+    let key = if b.key.is_empty() {
+        // A user's tree: make decides what is stale; the image is keyed by content.
+        let _lock = tree_lock(&builds, &b.tree_key, &what)?;
+        let path = tree.ready(&builds)?;
+        let (image, _) = make_bzimage(b, &path, cache, &obj)?;
+        sha256_str(&format!("tree-build\0{}\0{}", super::sha256_file(&image)?, b.config_sha256))
+    } else {
+        b.key.clone()
+    };
+    let root = super::cache::entry(&kernels, &key, |tmp| {
+        let _lock = tree_lock(&builds, &b.tree_key, &what)?;
+        let path = tree.ready(&builds)?;
+        seed_objects(&path, b, &builds, &obj)?;
+        let (image, record) = make_bzimage(b, &path, cache, &obj)?;
+        let boot = tmp.join("boot");
+        fs::create_dir(&boot)?;
+        let release = super::bzimage::read_release(&image)?;
+        fs::copy(&image, boot.join(format!("vmlinuz-{release}")))?;
+        fs::copy(obj.join(".config"), boot.join(format!("config-{release}")))?;
+        // Where the profile finds the kernel's symbols, as in a Debian package.
+        let map = obj.join("System.map");
+        if map.is_file() {
+            fs::copy(&map, boot.join(format!("System.map-{release}")))?;
+        }
+        fs::copy(obj.join(BUILD_LOG), tmp.join(BUILD_LOG))?;
+        if let Some(record) = record {
+            record.write(tmp)?;
+        }
+        fs::write(tmp.join(BUILD_INFO), serde_json::to_string_pretty(b)?)?;
+        Ok(())
+    })?;
+    let image = fs::read_dir(root.join("boot"))?
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
+        .context("built kernel entry without an image")?;
+    let release = super::bzimage::read_release(&image)?;
+    let config = root.join(format!("boot/config-{release}"));
+    Ok(super::KernelArtifacts {
+        sha256: super::sha256_file(&image)?,
+        image,
+        modules_dir: None,
+        config: config.is_file().then_some(config),
+        release,
+        source: b.shown(),
+        guest_dirs: Vec::new(),
+        package: None,
+        build: Some(b.clone()),
+    })
 }
+
+/// The files that let another machine read `b`'s variant as prepared
+/// without its tree: the memo of its request and its final config.
+pub fn prepared_files(b: &KernelBuild, cache: &Path) -> Vec<PathBuf> {
+    let memo = b.memo.as_ref().map(|m| builds_dir(cache).join("prepared").join(m));
+    memo.into_iter().chain([b.config_path(cache)]).filter(|p| p.is_file()).collect()
+}
+
+/// What the last [`build`] of an image did, from its cache entry: the
+/// record when it compiled anything (None: it was built before, or reused).
+pub fn entry_record(cache: &Path, key: &str) -> Option<BuildRecord> {
+    BuildRecord::read(&super::cache::kernels_dir(cache).join(key))
+}
+
+/// A tree's first build starts from a copy of the finished objects of
+/// another tree of the same kernel version (the newest), so Kbuild compiles
+/// only what differs: minutes instead of a cold build. A git repository's
+/// tree seeded from the Debian source it was made from, or a patched
+/// Debian tree from the unpatched one, recompiles only the files that
+/// differ.
+///
+/// Why a copy and not ccache: with `O=` Kbuild gives gcc absolute paths of
+/// the source tree, and each tree has its own directory, so no compile of
+/// one tree hits ccache entries of another (not even with
+/// `CCACHE_BASEDIR`: the relative paths still name the tree's directory).
+/// The copy's Kbuild records (`.cmd` files, the generated `Makefile`,
+/// `source`) are rewritten from the old tree's path to the new one's. Then
+/// every file of the new tree whose content equals the other tree's gets
+/// that file's modification time (older than the copied objects), and
+/// every other file the time of now (newer than any of them), so exactly
+/// the files that differ are stale, whatever times unpacking or checking
+/// out gave them.
+pub fn seed_objects(tree: &Path, b: &KernelBuild, builds: &Path, obj: &Path) -> Result<()> {
+    if obj.exists() {
+        return Ok(());
+    }
+    let Some((from, from_tree)) = seed_candidate(builds, &b.version, obj) else { return Ok(()) };
+    let from_key = from.file_name().unwrap_or_default().to_string_lossy().trim_start_matches("obj-").to_string();
+    let _lock = tree_lock(builds, &from_key, "copying its objects to start another tree's first build")?;
+    if !from.join("arch/x86/boot/bzImage").is_file() {
+        return Ok(());
+    }
+    let started = Instant::now();
+    let tmp = builds.join(format!(".seed-{}-{}", short_key(&b.tree_key), std::process::id()));
+    let _ = fs::remove_dir_all(&tmp);
+    let out = Command::new("cp").args(["-a", "--reflink=auto"]).arg(&from).arg(&tmp).output().context("running cp")?;
+    if !out.status.success() {
+        let _ = fs::remove_dir_all(&tmp);
+        bail!("copying {} to {}: {}", from.display(), tmp.display(), String::from_utf8_lossy(&out.stderr));
+    }
+    // The tree's path, and the object directory's (objtool's records name
+    // it; a relinked objtool would make every object stale).
+    let pairs = [
+        (from_tree.display().to_string(), tree.display().to_string()),
+        (from.display().to_string(), obj.display().to_string()),
+    ];
+    let rewritten = rewrite_kbuild_records(&tmp, &pairs).and_then(|n| {
+        let link = tmp.join("source");
+        if link.is_symlink() {
+            fs::remove_file(&link)?;
+            std::os::unix::fs::symlink(tree, &link)?;
+        }
+        let same = align_mtimes(tree, &from_tree)?;
+        fs::rename(&tmp, obj)?;
+        Ok((n, same))
+    });
+    match rewritten {
+        Ok((n, (same, differ))) => {
+            crate::output::diagnostic(&format!(
+                "fslab: started {} from the objects of {} ({n} Kbuild records rewritten; {same} files as there, \
+                 {differ} that differ will be compiled; {:.0} s)",
+                obj.display(),
+                from_tree.display(),
+                started.elapsed().as_secs_f64()
+            ));
+            Ok(())
+        }
+        Err(e) => {
+            let _ = fs::remove_dir_all(&tmp);
+            Err(e.context(format!("seeding {} from {}", obj.display(), from.display())))
+        }
+    }
+}
+
+/// The finished object directory (and its tree) a new tree of `version`
+/// would start from: another tree's, of the same version, the newest.
+pub fn seed_candidate(builds: &Path, version: &str, obj: &Path) -> Option<(PathBuf, PathBuf)> {
+    let mut found: Vec<(std::time::SystemTime, PathBuf, PathBuf)> = Vec::new();
+    for entry in fs::read_dir(builds).into_iter().flatten().flatten() {
+        let dir = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !name.starts_with("obj-") || dir == obj {
+            continue;
+        }
+        let Ok(built) = fs::metadata(dir.join("arch/x86/boot/bzImage")).and_then(|m| m.modified()) else { continue };
+        // Kbuild's own record of the tree an object directory builds.
+        let Ok(tree) = fs::read_link(dir.join("source")) else { continue };
+        if tree.is_dir() && tree_version(&tree).is_ok_and(|v| v == version) {
+            found.push((built, dir, tree));
+        }
+    }
+    found.into_iter().max_by_key(|(t, _, _)| *t).map(|(_, d, t)| (d, t))
+}
+
+/// Give each file of `tree` the modification time of the same file of
+/// `from` when their contents are equal, and the time of now otherwise;
+/// (equal, different) counts. Symlinks and the VCS's own files are left.
+fn align_mtimes(tree: &Path, from: &Path) -> Result<(usize, usize)> {
+    let now = std::time::SystemTime::now();
+    let (mut same, mut differ) = (0, 0);
+    let mut todo = vec![PathBuf::new()];
+    while let Some(rel) = todo.pop() {
+        for entry in fs::read_dir(tree.join(&rel)).with_context(|| format!("reading {}", tree.join(&rel).display()))? {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name == ".git" {
+                continue;
+            }
+            let kind = entry.file_type()?;
+            let rel = rel.join(&name);
+            if kind.is_dir() {
+                todo.push(rel);
+                continue;
+            }
+            if !kind.is_file() {
+                continue;
+            }
+            let mine = tree.join(&rel);
+            let theirs = from.join(&rel);
+            let time = match fs::metadata(&theirs) {
+                Ok(m) if m.is_file() && m.len() == entry.metadata()?.len() && same_content(&mine, &theirs)? => {
+                    same += 1;
+                    m.modified()?
+                }
+                _ => {
+                    differ += 1;
+                    now
+                }
+            };
+            fs::File::options().write(true).open(&mine)?.set_modified(time)?;
+        }
+    }
+    Ok((same, differ))
+}
+
+fn same_content(a: &Path, b: &Path) -> Result<bool> {
+    let (mut fa, mut fb) = (fs::File::open(a)?, fs::File::open(b)?);
+    let (mut ba, mut bb) = (vec![0u8; 1 << 16], vec![0u8; 1 << 16]);
+    loop {
+        let n = fa.read(&mut ba)?;
+        if n == 0 {
+            return Ok(fb.read(&mut bb[..1])? == 0);
+        }
+        fb.read_exact(&mut bb[..n]).map_err(|_| anyhow::anyhow!("{} changed while read", b.display()))?;
+        if ba[..n] != bb[..n] {
+            return Ok(false);
+        }
+    }
+}
+
+/// Objects the last build of a tree compiled (for the ETA of the next one).
+const OBJECT_COUNT_FILE: &str = "fslab-objects";
 
 /// `VERSION.PATCHLEVEL.SUBLEVEL` of a tree's top Makefile.
 pub fn tree_version(tree: &Path) -> Result<String> {
@@ -566,205 +820,6 @@ fn tail(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join("\n")
 }
 
-/// The package unpacked (the `linux-source-X.tar.xz` it carries) and
-/// patched, once per key.
-fn unpacked_source(builds: &Path, key: &str, deb: &Path, patches: &[PathBuf]) -> Result<PathBuf> {
-    let short = &key[..16];
-    let dir = super::cache::entry(builds, &format!("tree-{short}"), |tmp| {
-        eprintln!("fslab: unpacking {} (once)", deb.file_name().unwrap_or_default().to_string_lossy());
-        let pkg = tmp.join("pkg");
-        fs::create_dir(&pkg)?;
-        let out = Command::new("dpkg-deb").arg("-x").arg(deb).arg(&pkg).output().context("running dpkg-deb")?;
-        if !out.status.success() {
-            bail!("dpkg-deb -x {} failed: {}", deb.display(), String::from_utf8_lossy(&out.stderr));
-        }
-        let tarball = fs::read_dir(pkg.join("usr/src"))?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| {
-                p.file_name().is_some_and(|n| {
-                    n.to_string_lossy().starts_with("linux-source-") && n.to_string_lossy().ends_with(".tar.xz")
-                })
-            })
-            .with_context(|| format!("{} holds no usr/src/linux-source-*.tar.xz", deb.display()))?;
-        let out = Command::new("tar").arg("-xf").arg(&tarball).arg("-C").arg(tmp).output().context("running tar")?;
-        if !out.status.success() {
-            bail!("tar -xf {} failed: {}", tarball.display(), String::from_utf8_lossy(&out.stderr));
-        }
-        fs::remove_dir_all(&pkg)?;
-        let top = fs::read_dir(tmp)?
-            .flatten()
-            .map(|e| e.path())
-            .find(|p| p.is_dir())
-            .context("the source tarball unpacked to nothing")?;
-        fs::rename(&top, tmp.join("src"))?;
-        for patch in patches {
-            // patch runs in the tree: a path relative to where fslab was started would not be found.
-            let file = fs::canonicalize(patch).with_context(|| format!("patch {}", patch.display()))?;
-            let out = Command::new("patch")
-                .args(["-p1", "--forward", "--batch", "-i"])
-                .arg(&file)
-                .current_dir(tmp.join("src"))
-                .output()
-                .context("running patch")?;
-            if !out.status.success() {
-                bail!(
-                    "patch {} does not apply to {}:\n{}{}",
-                    patch.display(),
-                    deb.display(),
-                    tail(&String::from_utf8_lossy(&out.stdout), 15),
-                    tail(&String::from_utf8_lossy(&out.stderr), 5)
-                );
-            }
-        }
-        Ok(())
-    })?;
-    Ok(dir.join("src"))
-}
-
-/// The config of the Debian image built from the same source version.
-fn debian_config(req: &BuildRequest, version: &str, cache: &Path) -> Result<PathBuf> {
-    let BuildSource::Debian { archive, package } = &req.source else {
-        bail!("config = \"debian\" needs a `debian:` source (a tree has no matching Debian image)");
-    };
-    let wanted = super::debian::Wanted { version: package.version.clone(), flavour: None };
-    let found = Archive::at_root(archive).resolve(&wanted).map_err(|e| {
-        anyhow::anyhow!("the Debian image matching {} {} ({version}): {e}", package.name, package.version)
-    })?;
-    let artifacts = super::resolve(&super::KernelSource::Debian(found), cache)?;
-    artifacts.config.with_context(|| format!("the Debian image of {} has no config file", package.version))
-}
-
-/// Objects the last build of a tree compiled (for the ETA of the next one).
-const OBJECT_COUNT_FILE: &str = "fslab-objects";
-
-/// Build `b` (or find it built): its image in the kernel cache.
-pub fn build(b: &KernelBuild, cache: &Path) -> Result<super::KernelArtifacts> {
-    let kernels = super::cache::kernels_dir(cache);
-    let builds = builds_dir(cache);
-    let obj = builds.join(format!("obj-{}", &b.tree_key[..16]));
-    let key = if b.key.is_empty() {
-        // A user's tree: make decides what is stale; the image is keyed by content.
-        let _lock = super::cache::lock(&builds.join(format!(".obj-{}.lock", &b.tree_key[..16])))?;
-        let (image, _) = make_bzimage(b, cache, &obj)?;
-        sha256_str(&format!("tree-build\0{}\0{}", super::sha256_file(&image)?, b.config_sha256))
-    } else {
-        b.key.clone()
-    };
-    let root = super::cache::entry(&kernels, &key, |tmp| {
-        let _lock = super::cache::lock(&builds.join(format!(".obj-{}.lock", &b.tree_key[..16])))?;
-        seed_patched_objects(b, &builds, &obj)?;
-        let (image, record) = make_bzimage(b, cache, &obj)?;
-        let boot = tmp.join("boot");
-        fs::create_dir(&boot)?;
-        let release = super::bzimage::read_release(&image)?;
-        fs::copy(&image, boot.join(format!("vmlinuz-{release}")))?;
-        fs::copy(obj.join(".config"), boot.join(format!("config-{release}")))?;
-        fs::copy(obj.join(BUILD_LOG), tmp.join(BUILD_LOG))?;
-        if let Some(record) = record {
-            record.write(tmp)?;
-        }
-        fs::write(tmp.join(BUILD_INFO), serde_json::to_string_pretty(b)?)?;
-        Ok(())
-    })?;
-    let image = fs::read_dir(root.join("boot"))?
-        .flatten()
-        .map(|e| e.path())
-        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("vmlinuz-")))
-        .context("built kernel entry without an image")?;
-    let release = super::bzimage::read_release(&image)?;
-    let config = root.join(format!("boot/config-{release}"));
-    Ok(super::KernelArtifacts {
-        sha256: super::sha256_file(&image)?,
-        image,
-        modules_dir: None,
-        config: config.is_file().then_some(config),
-        release,
-        source: b.shown(),
-        guest_dirs: Vec::new(),
-        package: None,
-        build: Some(b.clone()),
-    })
-}
-
-/// A patched Debian tree's first build starts from a copy of the unpatched
-/// tree's finished object directory, so Kbuild recompiles only what the
-/// patches (and the config) change: minutes instead of a cold build.
-///
-/// Why a copy and not ccache: with `O=` Kbuild gives gcc absolute paths of
-/// the source tree, and each patch set unpacks to its own tree, so no
-/// compile of one tree hits ccache entries of another (not even with
-/// `CCACHE_BASEDIR`: the relative paths still name the tree's directory).
-/// The copy's Kbuild records (`.cmd` files, the generated `Makefile`,
-/// `source`) are rewritten from the old tree's path to the new one's; the
-/// unpacked sources keep the tarball's timestamps, older than the objects,
-/// while `patch` gives the files it changes new ones, so exactly those are
-/// stale. Only the unpatched tree is a source: a patched sibling's objects
-/// could hold changes this tree lacks, with nothing newer to show it.
-fn seed_patched_objects(b: &KernelBuild, builds: &Path, obj: &Path) -> Result<()> {
-    if obj.exists() {
-        return Ok(());
-    }
-    let Some(from) = pristine_objects(b, builds) else { return Ok(()) };
-    let pristine = from.file_name().unwrap_or_default().to_string_lossy().trim_start_matches("obj-").to_string();
-    let from_tree = builds.join(format!("tree-{pristine}/src"));
-    let _lock = super::cache::lock(&builds.join(format!(".obj-{pristine}.lock")))?;
-    if !from.join("arch/x86/boot/bzImage").is_file() {
-        return Ok(());
-    }
-    let started = Instant::now();
-    let tmp = builds.join(format!(".seed-{}-{}", &b.tree_key[..16], std::process::id()));
-    let _ = fs::remove_dir_all(&tmp);
-    let out = Command::new("cp").args(["-a", "--reflink=auto"]).arg(&from).arg(&tmp).output().context("running cp")?;
-    if !out.status.success() {
-        let _ = fs::remove_dir_all(&tmp);
-        bail!("copying {} to {}: {}", from.display(), tmp.display(), String::from_utf8_lossy(&out.stderr));
-    }
-    // The tree's path, and the object directory's (objtool's records name
-    // it; a relinked objtool would make every object stale).
-    let pairs = [
-        (from_tree.display().to_string(), b.tree.display().to_string()),
-        (from.display().to_string(), obj.display().to_string()),
-    ];
-    let rewritten = rewrite_kbuild_records(&tmp, &pairs);
-    let rewritten = rewritten.and_then(|n| {
-        let link = tmp.join("source");
-        if link.is_symlink() {
-            fs::remove_file(&link)?;
-            std::os::unix::fs::symlink(&b.tree, &link)?;
-        }
-        fs::rename(&tmp, obj)?;
-        Ok(n)
-    });
-    match rewritten {
-        Ok(n) => {
-            eprintln!(
-                "fslab: started {} from the unpatched tree's objects ({n} Kbuild records rewritten, {:.0} s)",
-                obj.display(),
-                started.elapsed().as_secs_f64()
-            );
-            Ok(())
-        }
-        Err(e) => {
-            let _ = fs::remove_dir_all(&tmp);
-            Err(e.context(format!("seeding {} from {}", obj.display(), from.display())))
-        }
-    }
-}
-
-/// The unpatched tree's finished object directory a patched Debian tree's
-/// first build would start from, if there is one.
-pub(crate) fn pristine_objects(b: &KernelBuild, builds: &Path) -> Option<PathBuf> {
-    let Some(BuildSource::Debian { package, .. }) = b.request.as_deref().map(|r| &r.source) else { return None };
-    if b.patches.is_empty() {
-        return None;
-    }
-    let pristine = debian_tree_key(package, &[]);
-    let from = builds.join(format!("obj-{}", &pristine[..16]));
-    let tree = builds.join(format!("tree-{}/src", &pristine[..16]));
-    (from.join("arch/x86/boot/bzImage").is_file() && tree.is_dir()).then_some(from)
-}
-
 /// Replace each `(old, new)` path in every Kbuild record under `dir`
 /// (`*.cmd`, `*.d`, the generated `Makefile`), keeping each file's timestamp; how
 /// many changed.
@@ -814,19 +869,19 @@ pub const BUILD_INFO: &str = "fslab-build.json";
 /// `make olddefconfig bzImage` in `obj` with the final config; the image
 /// path, and the build's record when it compiled anything (also kept in
 /// `obj`: the outlook of the next build there).
-fn make_bzimage(b: &KernelBuild, cache: &Path, obj: &Path) -> Result<(PathBuf, Option<BuildRecord>)> {
+fn make_bzimage(b: &KernelBuild, tree: &Path, cache: &Path, obj: &Path) -> Result<(PathBuf, Option<BuildRecord>)> {
     let cold = !obj.join("arch/x86/boot/bzImage").is_file();
     fs::create_dir_all(obj)?;
     let config = b.config_path(cache);
     fs::copy(&config, obj.join(".config")).with_context(|| format!("copying {}", config.display()))?;
     let cc = compiler_command();
-    run_make(&b.tree, obj, &cc, &["olddefconfig"], Duration::from_secs(600))?;
+    run_make(tree, obj, &cc, &["olddefconfig"], Duration::from_secs(600))?;
     let jobs = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     let expected: Option<u64> =
         fs::read_to_string(obj.join(OBJECT_COUNT_FILE)).ok().and_then(|t| t.trim().parse().ok());
     let log_path = obj.join(BUILD_LOG);
     let mut log = fs::File::create(&log_path)?;
-    let mut cmd = make_command(&b.tree, obj, &cc);
+    let mut cmd = make_command(tree, obj, &cc);
     cmd.arg(format!("-j{jobs}")).arg("bzImage").stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     if let Some(dir) = ccache_dir(cache) {
         cmd.env("CCACHE_DIR", dir);
@@ -970,23 +1025,6 @@ impl Progress {
             elapsed % 60
         );
     }
-}
-
-/// The `linux-source-X` package `debian:<version>` names: the newest whose
-/// series (`5.10`) or package version starts with the version prefix.
-pub fn pick_source(sources: &[Package], version: &str) -> std::result::Result<Package, String> {
-    let matching =
-        |p: &&Package| super::debian::has_prefix(&p.abi, version) || super::debian::has_prefix(&p.version, version);
-    if let Some(best) = sources.iter().filter(matching).max_by(|a, b| super::debian::newer(a, b)) {
-        return Ok(best.clone());
-    }
-    let mut series: Vec<&str> = sources.iter().map(|p| p.abi.as_str()).collect();
-    series.sort();
-    series.dedup();
-    Err(format!(
-        "no Debian kernel source package matches `debian:{version}`; the series that exist are: {}",
-        if series.is_empty() { "none (the lists are empty)".to_string() } else { series.join(", ") }
-    ))
 }
 
 #[cfg(test)]

@@ -23,11 +23,12 @@ pub fn kernels_dir(cache: &Path) -> PathBuf {
 pub fn entry(kernels: &Path, key: &str, build: impl FnOnce(&Path) -> Result<()>) -> Result<PathBuf> {
     let done = kernels.join(key);
     if done.is_dir() {
+        mark_used(kernels, key);
         return Ok(done);
     }
     crate::sys::trusted::ensure_dir(kernels).context("the kernel cache")?;
     let lock_path = kernels.join(format!(".{key}.lock"));
-    let _lock = lock(&lock_path)?;
+    let _lock = lock_for(&lock_path, &format!("filling {}", done.display()))?;
     if done.is_dir() {
         // Another fslab built it while we waited for the lock.
         return Ok(done);
@@ -47,21 +48,35 @@ pub fn entry(kernels: &Path, key: &str, build: impl FnOnce(&Path) -> Result<()>)
         return Err(e);
     }
     fs::rename(&tmp, &done).with_context(|| format!("moving {} to {}", tmp.display(), done.display()))?;
+    mark_used(kernels, key);
     Ok(done)
 }
 
 /// A finished entry of the cache.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct CachedEntry {
-    /// The directory name: the package's SHA-256, or a staging key.
+    /// The directory name: the package's SHA-256, a build's or a staging key.
     pub key: String,
     pub path: PathBuf,
     /// The kernel release of its image, when it holds one.
     pub release: Option<String>,
-    /// The package it was unpacked from (entries made before fslab kept this say nothing).
-    pub package: Option<super::EntryInfo>,
+    /// What the entry holds, as far as it says.
+    pub about: EntryAbout,
     /// Bytes on disk (symlinks not followed).
     pub bytes: u64,
+}
+
+/// What an entry holds: an unpacked package, a built kernel, a staged root.
+#[derive(Clone, Debug, Default, serde::Serialize)]
+pub struct EntryAbout {
+    /// `package` (an unpacked `.deb`, from the archive or a file), `built`, `staged`.
+    pub kind: String,
+    /// The package's name, or how the kernel was built.
+    pub what: String,
+    /// The package's version, or the built tree's.
+    pub version: Option<String>,
+    /// The archive suite, for archive packages.
+    pub suite: Option<String>,
 }
 
 /// Every finished entry under `<cache>/kernels`, by release.
@@ -81,25 +96,37 @@ pub fn entries(cache: &Path) -> Result<Vec<CachedEntry>> {
             .flatten()
             .find(|b| b.file_name().to_string_lossy().starts_with("vmlinuz-"))
             .and_then(|b| super::bzimage::read_release(&b.path()).ok());
-        let package = fs::read_to_string(path.join(super::ENTRY_INFO))
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .or_else(|| built_info(&path));
-        found.push(CachedEntry { bytes: disk_usage(&path), key, path, release, package });
+        found.push(CachedEntry { bytes: disk_usage(&path), about: about(&path), key, path, release });
     }
     found.sort_by(|a, b| a.release.cmp(&b.release).then_with(|| a.key.cmp(&b.key)));
     Ok(found)
 }
 
-/// What a built kernel's entry says about its build, shaped like a package's.
-fn built_info(entry: &Path) -> Option<super::EntryInfo> {
-    let text = fs::read_to_string(entry.join(super::build::BUILD_INFO)).ok()?;
-    let b: super::build::KernelBuild = serde_json::from_str(&text).ok()?;
-    Some(super::EntryInfo {
-        package: format!("built: {}", b.shown()),
-        version: b.package.as_ref().map_or_else(|| b.version.clone(), |p| p.version.clone()),
-        suite: b.package.map(|p| p.suite),
-    })
+/// What `entry` says of itself (entries made before fslab kept this say nothing).
+fn about(entry: &Path) -> EntryAbout {
+    if let Some(info) = fs::read_to_string(entry.join(super::ENTRY_INFO))
+        .ok()
+        .and_then(|t| serde_json::from_str::<super::EntryInfo>(&t).ok())
+    {
+        return EntryAbout {
+            kind: "package".into(),
+            what: info.package,
+            version: Some(info.version),
+            suite: info.suite,
+        };
+    }
+    if let Some(b) = fs::read_to_string(entry.join(super::build::BUILD_INFO))
+        .ok()
+        .and_then(|t| serde_json::from_str::<super::build::KernelBuild>(&t).ok())
+    {
+        return EntryAbout {
+            kind: "built".into(),
+            what: b.shown(),
+            version: Some(b.package.as_ref().map_or_else(|| b.version.clone(), |p| p.version.clone())),
+            suite: b.package.map(|p| p.suite),
+        };
+    }
+    EntryAbout { kind: "staged".into(), ..EntryAbout::default() }
 }
 
 /// Bytes used by `path` and everything under it (links counted, not followed).
@@ -117,23 +144,76 @@ pub fn disk_usage(path: &Path) -> u64 {
 /// temporary directory, see [`entry`]) so nobody sees it half deleted.
 pub fn remove(cache: &Path, key: &str) -> Result<()> {
     let kernels = kernels_dir(cache);
-    let _lock = lock(&kernels.join(format!(".{key}.lock")))?;
+    let _lock = lock_for(&kernels.join(format!(".{key}.lock")), &format!("removing {key}"))?;
     let doomed = kernels.join(format!(".{key}.tmp-prune-{}", std::process::id()));
     fs::rename(kernels.join(key), &doomed).with_context(|| format!("removing kernel cache entry {key}"))?;
     fs::remove_dir_all(&doomed).with_context(|| format!("removing {}", doomed.display()))?;
+    let _ = fs::remove_file(used_stamp(&kernels, key));
     Ok(())
 }
 
+/// An exclusive lock held on a file; released when dropped.
+pub struct Held {
+    _lock: Flock<File>,
+}
+
+/// How often a wait for a lock is said again.
+const WAIT_REMINDER: Duration = Duration::from_secs(60);
+
 /// Take the exclusive lock on `path`, waiting for another fslab to finish
-/// (and giving up when the user interrupts).
-pub(crate) fn lock(path: &Path) -> Result<Flock<File>> {
-    let mut file = File::create(path).with_context(|| format!("creating lock file {}", path.display()))?;
+/// (and giving up when the user interrupts). `what` says what this process
+/// does under it: the lock file keeps it with the holder's pid, so a
+/// process that has to wait says what it waits for and who holds it,
+/// then again every minute.
+pub fn lock_for(path: &Path, what: &str) -> Result<Held> {
+    use std::io::{Seek, Write};
+    let open = || {
+        fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .with_context(|| format!("opening lock file {}", path.display()))
+    };
+    let mut file = open()?;
+    let started = std::time::Instant::now();
+    let mut said: Option<std::time::Instant> = None;
     loop {
         match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
-            Ok(lock) => return Ok(lock),
+            Ok(mut lock) => {
+                if let Some(at) = said {
+                    let _ = at;
+                    crate::output::diagnostic(&format!(
+                        "fslab: got {} after {}",
+                        path.display(),
+                        crate::human::duration_s(started.elapsed().as_secs_f64())
+                    ));
+                }
+                // Who holds it, for whoever waits next.
+                let _ = lock.set_len(0);
+                let _ = lock.rewind();
+                let _ = writeln!(lock, "pid {}: {what}", std::process::id());
+                return Ok(Held { _lock: lock });
+            }
             Err((back, nix::errno::Errno::EWOULDBLOCK)) => {
                 if cancelled() {
-                    bail!("interrupted while waiting for another fslab to fill {}", path.display());
+                    bail!("interrupted while waiting for {} ({what})", path.display());
+                }
+                let due = match said {
+                    None => started.elapsed() >= Duration::from_secs(1),
+                    Some(at) => at.elapsed() >= WAIT_REMINDER,
+                };
+                if due {
+                    let holder = fs::read_to_string(path).unwrap_or_default();
+                    let holder = holder.trim();
+                    crate::output::diagnostic(&format!(
+                        "fslab: waiting {} for {} to be free ({what}); held by {}",
+                        crate::human::duration_s(started.elapsed().as_secs_f64()),
+                        path.display(),
+                        if holder.is_empty() { "another fslab" } else { holder }
+                    ));
+                    said = Some(std::time::Instant::now());
                 }
                 file = back;
                 sleep(Duration::from_millis(100));
@@ -141,6 +221,29 @@ pub(crate) fn lock(path: &Path) -> Result<Flock<File>> {
             Err((_, e)) => return Err(e).with_context(|| format!("locking {}", path.display())),
         }
     }
+}
+
+/// [`lock_for`] with what the path says.
+pub(crate) fn lock(path: &Path) -> Result<Held> {
+    lock_for(path, &format!("using {}", path.display()))
+}
+
+/// The file beside entry `key` of `dir` whose time says when it was last
+/// used (`fslab kernel prune --unused-for`); beside, not in it, so an entry
+/// (a clone, say) holds only what it holds.
+fn used_stamp(dir: &Path, key: &str) -> PathBuf {
+    dir.join(format!(".{key}.used"))
+}
+
+/// Note that entry `key` of `dir` was used now (best effort: a read-only
+/// cache still works).
+pub fn mark_used(dir: &Path, key: &str) {
+    let _ = fs::write(used_stamp(dir, key), "");
+}
+
+/// When entry `key` of `dir` was last used (or made).
+pub fn last_used(dir: &Path, key: &str) -> Option<SystemTime> {
+    fs::metadata(used_stamp(dir, key)).or_else(|_| fs::metadata(dir.join(key))).and_then(|m| m.modified()).ok()
 }
 
 #[cfg(test)]

@@ -142,16 +142,6 @@ impl Package {
     }
 }
 
-/// A package chosen for a reference, with the archive it comes from.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ArchiveKernel {
-    /// As written (`debian:6.1-cloud`).
-    pub reference: String,
-    /// `<cache>/debian-archive`.
-    pub archive: PathBuf,
-    pub package: Package,
-}
-
 /// Failures a caller classifies (exit 2 or 3) and words for its file.
 #[derive(Debug)]
 pub enum ResolveError {
@@ -186,7 +176,7 @@ impl Archive {
         Archive { root: cache.join("debian-archive") }
     }
 
-    /// The archive whose directory is `root` (as recorded in [`ArchiveKernel`]).
+    /// The archive whose directory is `root` (as a kernel's record names it).
     pub fn at_root(root: &Path) -> Archive {
         Archive { root: root.to_path_buf() }
     }
@@ -210,9 +200,14 @@ impl Archive {
 
     /// Create the private layout (idempotent).
     fn lay_out(&self) -> Result<()> {
+        // The archive's root must be one root may trust; inside it apt owns
+        // its `partial` directories (it hands them to its unprivileged
+        // `_apt` user for downloads), so only the root is checked.
+        crate::sys::trusted::ensure_dir(&self.root).context("the kernel cache")?;
         for dir in ["etc/sources.list.d", "etc/preferences.d", "state/lists/partial", "cache/archives/partial", "debs"]
         {
-            crate::sys::trusted::ensure_dir(&self.root.join(dir)).context("the kernel cache")?;
+            let d = self.root.join(dir);
+            fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
         }
         let sources: String = SUITES
             .iter()
@@ -339,11 +334,10 @@ impl Archive {
     }
 
     /// Refresh (when stale) and pick the package `wanted` names.
-    pub fn resolve(&self, wanted: &Wanted) -> std::result::Result<ArchiveKernel, ResolveError> {
+    pub fn resolve(&self, wanted: &Wanted) -> std::result::Result<Package, ResolveError> {
         self.refresh(INDEX_MAX_AGE)?;
         let index = self.index().map_err(ResolveError::Other)?;
-        let package = pick(&index, wanted).map_err(ResolveError::NoMatch)?;
-        Ok(ArchiveKernel { reference: wanted.to_string(), archive: self.root.clone(), package })
+        pick(&index, wanted).map_err(ResolveError::NoMatch)
     }
 
     /// Refresh (when stale) and pick the `linux-source-X` package
@@ -351,7 +345,12 @@ impl Archive {
     pub fn resolve_source(&self, version: &str) -> std::result::Result<Package, ResolveError> {
         self.refresh(INDEX_MAX_AGE)?;
         let sources = self.read_lists(source_packages).map_err(ResolveError::Other)?;
-        super::build::pick_source(&sources, version).map_err(ResolveError::NoMatch)
+        pick_source(&sources, version).map_err(ResolveError::NoMatch)
+    }
+
+    /// Every `linux-source-X` package of the cached lists, newest first.
+    pub fn sources(&self) -> Result<Vec<Package>> {
+        self.read_lists(source_packages)
     }
 
     /// The packages downloaded so far.
@@ -485,6 +484,22 @@ fn source_packages(text: &str, suite: &str) -> Vec<Package> {
             numeric.then_some(Package { abi: series, ..package })
         })
         .collect()
+}
+
+/// The `linux-source-X` package `debian:<version>` names: the newest whose
+/// series (`5.10`) or package version starts with the version prefix.
+pub fn pick_source(sources: &[Package], version: &str) -> std::result::Result<Package, String> {
+    let matching = |p: &&Package| has_prefix(&p.abi, version) || has_prefix(&p.version, version);
+    if let Some(best) = sources.iter().filter(matching).max_by(|a, b| newer(a, b)) {
+        return Ok(best.clone());
+    }
+    let mut series: Vec<&str> = sources.iter().map(|p| p.abi.as_str()).collect();
+    series.sort();
+    series.dedup();
+    Err(format!(
+        "no Debian kernel source package matches `{SCHEME}{version}`; the series that exist are: {}",
+        if series.is_empty() { "none (the lists are empty)".to_string() } else { series.join(", ") }
+    ))
 }
 
 /// Order by Debian version, then by suite (the first listed wins a tie).

@@ -1,23 +1,21 @@
-//! Kernels under test: what a variant's `kernel = "…"` names, turned into
+//! Kernels under test: what a variant's `kernel = …` names, turned into
 //! the files a VM boots ([`KernelArtifacts`]).
 //!
-//! Three sources ([`KernelSource`]):
-//!
-//! * a kernel image (`bzImage`/`vmlinuz`), with an optional modules
-//!   directory and config file;
-//! * a kernel build tree (`arch/x86/boot/bzImage`, `.config`, the modules
-//!   its `modules.order` lists);
-//! * a Debian `linux-image-*.deb`, unpacked into the cache;
-//! * a kernel of Debian's archive by version (`debian:6.1-cloud`), found and
-//!   downloaded by apt with a private setup ([`debian`]), then unpacked like
-//!   a `.deb`.
+//! Where a kernel comes from is one of the kinds in [`source`] (an archive's
+//! image, a distribution's source package, a git repository at a revision,
+//! a local source tree, a built tree, a `.deb`, an image file): one file
+//! each behind one trait. The kinds fslab builds share one pipeline
+//! ([`build`]).
 //!
 //! Whatever needs building (an unpacked package, a kernel root with linked
-//! modules and their `depmod` index) lives in `<cache>/kernels/<key>/`,
-//! built once under a lock ([`cache`]). Nothing is ever written into the
-//! user's files or the host's `/lib/modules`. Every image's release is read
-//! from its setup header ([`bzimage`]), so a garbage file fails here, before
-//! any run, with an error naming it.
+//! modules and their `depmod` index, a built image) lives in
+//! `<cache>/kernels/<key>/`, built once under a lock ([`cache`]). Nothing is
+//! ever written into the user's files or the host's `/lib/modules`. Every
+//! image's release is read from its setup header ([`bzimage`]), so a garbage
+//! file fails here, before any run, with an error naming it.
+//!
+//! Every command that touches kernels uses one cache, found one way
+//! ([`cache_dir`]).
 
 pub mod build;
 pub mod bzimage;
@@ -26,8 +24,11 @@ pub mod deb;
 pub mod debian;
 pub mod kconfig;
 pub mod outlook;
+pub mod prune;
+pub mod source;
 pub mod stage;
 pub mod symbols;
+pub mod transfer;
 
 use std::fs::{self, File};
 use std::io::Read;
@@ -38,34 +39,22 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 pub use debian::KernelPackage;
+pub use source::KernelSource;
 pub use stage::Modules;
 
-/// Environment variable naming the kernel cache shared by experiments.
+/// Environment variable naming the kernel cache.
 pub const KERNEL_CACHE_ENV: &str = "FSLAB_KERNEL_CACHE";
 
-/// Where kernels are unpacked and archive kernels downloaded:
-/// `$FSLAB_KERNEL_CACHE`, else the experiment's input cache
-/// (`<workdir>/cache`).
-pub fn cache_dir(workdir: &Path) -> PathBuf {
-    std::env::var_os(KERNEL_CACHE_ENV).map(PathBuf::from).unwrap_or_else(|| workdir.join("cache"))
-}
-
-/// What the user named as a kernel. Paths are absolute (the caller resolves
-/// relative ones against the experiment file).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub enum KernelSource {
-    /// A kernel image, optionally with its modules (`lib/modules/<release>`,
-    /// or a root holding it) and its config file.
-    Image { image: PathBuf, modules: Option<PathBuf>, config: Option<PathBuf> },
-    /// A built kernel tree.
-    BuildTree(PathBuf),
-    /// A Debian `linux-image-*.deb`.
-    Deb(PathBuf),
-    /// A package of Debian's archive, chosen when the file was read.
-    Debian(debian::ArchiveKernel),
-    /// A kernel built from source, its config prepared and checked when
-    /// the file was read ([`build`]).
-    Build(build::KernelBuild),
+/// The one rule for where kernels are downloaded, unpacked and built, for
+/// every command that touches them (`run`, its `--dry-run`, `kernel …`,
+/// `bisect-kconfig`, `bisect-commits`): `--kernel-cache DIR` when given,
+/// else `$FSLAB_KERNEL_CACHE`, else `<work directory>/cache`, where the work
+/// directory is `--workdir`, else the experiment file's `workdir`, else
+/// `/var/tmp/fslab`.
+pub fn cache_dir(flag: Option<&Path>, workdir: &Path) -> PathBuf {
+    flag.map(Path::to_path_buf)
+        .or_else(|| std::env::var_os(KERNEL_CACHE_ENV).filter(|v| !v.is_empty()).map(PathBuf::from))
+        .unwrap_or_else(|| workdir.join("cache"))
 }
 
 /// A kernel ready to boot.
@@ -96,165 +85,49 @@ pub struct KernelArtifacts {
     pub build: Option<build::KernelBuild>,
 }
 
-impl KernelSource {
-    /// Classify `path`: a directory is a build tree, a file starting with the
-    /// `ar` magic a Debian package, anything else a kernel image. `modules`
-    /// and `config` only go with an image.
-    pub fn detect(path: &Path, modules: Option<&Path>, config: Option<&Path>) -> Result<KernelSource> {
-        for p in [Some(path), modules, config].into_iter().flatten() {
-            if !p.is_absolute() {
-                bail!("kernel path {} must be absolute (resolve it against the experiment file)", p.display());
-            }
-        }
-        let meta = fs::metadata(path).with_context(|| format!("kernel {}", path.display()))?;
-        let extras = modules.is_some() || config.is_some();
-        if meta.is_dir() {
-            if extras {
-                bail!("kernel {} is a build tree: its modules and config are found in it", path.display());
-            }
-            return Ok(KernelSource::BuildTree(path.to_path_buf()));
-        }
-        let mut magic = [0u8; 8];
-        let n = File::open(path)
-            .and_then(|mut f| f.read(&mut magic))
-            .with_context(|| format!("reading kernel {}", path.display()))?;
-        if &magic[..n] == b"!<arch>\n" {
-            if extras {
-                bail!("kernel {} is a Debian package: its modules and config come from it", path.display());
-            }
-            return Ok(KernelSource::Deb(path.to_path_buf()));
-        }
-        Ok(KernelSource::Image {
-            image: path.to_path_buf(),
-            modules: modules.map(Path::to_path_buf),
-            config: config.map(Path::to_path_buf),
-        })
-    }
-
-    /// A quick check that the source is what it claims to be, before any
-    /// run (a garbage file fails here, naming it): the release from the
-    /// image's setup header, or from a package's name.
-    pub fn check(&self) -> Result<String> {
-        match self {
-            KernelSource::Image { image, .. } => bzimage::read_release(image),
-            KernelSource::BuildTree(tree) => {
-                let image = tree.join("arch/x86/boot/bzImage");
-                if !image.is_file() {
-                    bail!("kernel build tree {} has no arch/x86/boot/bzImage (build it: make bzImage)", tree.display());
-                }
-                bzimage::read_release(&image)
-            }
-            KernelSource::Deb(deb) => deb::checked_release(deb),
-            KernelSource::Debian(k) => Ok(k.package.kernel_release().to_string()),
-            KernelSource::Build(b) => Ok(b.release.clone()),
-        }
-    }
-
-    /// What the user gave: the path, or the archive reference.
-    pub fn shown(&self) -> String {
-        match self {
-            KernelSource::Image { image, .. } => image.display().to_string(),
-            KernelSource::BuildTree(p) | KernelSource::Deb(p) => p.display().to_string(),
-            KernelSource::Debian(k) => k.reference.clone(),
-            KernelSource::Build(b) => b.shown(),
-        }
-    }
-}
-
-/// The order to [`resolve`] several kernels in: source builds without
-/// patches first, so a patched tree's first build is seeded from its
-/// finished unpatched sibling (minutes) instead of compiling cold twice.
+/// The order to resolve several kernels in: builds without patches
+/// first, so a patched tree's first build is seeded from its finished
+/// unpatched sibling (minutes) instead of compiling cold twice.
 pub fn resolve_order<'a>(sources: impl IntoIterator<Item = (usize, &'a KernelSource)>) -> Vec<usize> {
     let mut order: Vec<(bool, usize)> =
-        sources.into_iter().map(|(i, s)| (matches!(s, KernelSource::Build(b) if !b.patches.is_empty()), i)).collect();
+        sources.into_iter().map(|(i, s)| (s.build().is_some_and(|b| !b.patches.is_empty()), i)).collect();
     order.sort();
     order.into_iter().map(|(_, i)| i).collect()
 }
 
-/// Turn `source` into bootable artifacts, unpacking or staging into
-/// `<cache>/kernels/` as needed (reused when already there).
+/// Turn `source` into bootable artifacts, unpacking, staging or building
+/// into `<cache>/kernels/` as needed (reused when already there).
 pub fn resolve(source: &KernelSource, cache: &Path) -> Result<KernelArtifacts> {
-    let kernels = cache::kernels_dir(cache);
-    let shown = source.shown();
-    match source {
-        KernelSource::Deb(deb) => unpacked_deb(&kernels, deb, shown, None),
-        KernelSource::Debian(k) => {
-            let deb = debian::Archive::at_root(&k.archive).download(&k.package).with_context(|| {
-                format!("{}: {} {} ({})", k.reference, k.package.name, k.package.version, k.package.suite)
-            })?;
-            unpacked_deb(&kernels, &deb, shown, Some(k.package.recorded()))
+    source.resolve(cache)
+}
+
+impl KernelArtifacts {
+    /// An image used where it is (no modules to stage).
+    pub fn bare(image: PathBuf, config: Option<PathBuf>, release: String, source: String, sha256: String) -> Self {
+        KernelArtifacts {
+            image,
+            modules_dir: None,
+            config,
+            release,
+            source,
+            sha256,
+            guest_dirs: Vec::new(),
+            package: None,
+            build: None,
         }
-        KernelSource::Build(b) => build::build(b, cache),
-        KernelSource::Image { image, modules, config } => {
-            let release = bzimage::read_release(image)?;
-            let sha256 = sha256_file(image)?;
-            if let Some(config) = config {
-                check_config(config)?;
-            }
-            let Some(modules) = modules else {
-                return Ok(KernelArtifacts {
-                    image: image.clone(),
-                    modules_dir: None,
-                    config: config.clone(),
-                    release,
-                    source: shown,
-                    sha256,
-                    guest_dirs: Vec::new(),
-                    package: None,
-                    build: None,
-                });
-            };
-            let moddir = installed_modules(modules, &release)?;
-            let config_sha = config.as_deref().map(sha256_file).transpose()?.unwrap_or_default();
-            let key =
-                sha256_str(&format!("image\0{sha256}\0{}\0{}\0{config_sha}", moddir.display(), mtime_ns(&moddir)));
-            let from = Modules::Installed(moddir.clone());
-            staged(&kernels, &key, image, config.as_deref(), release, shown, sha256, &from, moddir)
-        }
-        KernelSource::BuildTree(tree) => {
-            let image = tree.join("arch/x86/boot/bzImage");
-            if !image.is_file() {
-                bail!("kernel build tree {} has no arch/x86/boot/bzImage (build it: make bzImage)", tree.display());
-            }
-            let release = bzimage::read_release(&image)?;
-            let sha256 = sha256_file(&image)?;
-            let dot_config = tree.join(".config");
-            let config = dot_config.is_file().then_some(dot_config);
-            let modular = config
-                .as_ref()
-                .map(|c| fs::read_to_string(c).unwrap_or_default().lines().any(|l| l.trim() == "CONFIG_MODULES=y"))
-                .unwrap_or(true);
-            let order = tree.join("modules.order");
-            if !modular || !order.is_file() {
-                return Ok(KernelArtifacts {
-                    image,
-                    modules_dir: None,
-                    config,
-                    release,
-                    source: shown,
-                    sha256,
-                    guest_dirs: Vec::new(),
-                    package: None,
-                    build: None,
-                });
-            }
-            let tree = fs::canonicalize(tree)?;
-            let key = sha256_str(&format!(
-                "tree\0{}\0{sha256}\0{}\0{}",
-                tree.display(),
-                sha256_file(&order)?,
-                mtime_ns(&order)
-            ));
-            let from = Modules::BuildTree(tree.clone());
-            staged(&kernels, &key, &image, config.as_deref(), release, shown, sha256, &from, tree)
-        }
+    }
+
+    /// The kernel's symbol map (`System.map-<release>` beside the image), when it has one.
+    pub fn system_map(&self) -> Option<PathBuf> {
+        let map = self.image.parent()?.join(format!("System.map-{}", self.release));
+        map.is_file().then_some(map)
     }
 }
 
 /// A kernel root staged in the cache entry `key` (see [`stage`]).
 #[allow(clippy::too_many_arguments)]
-fn staged(
-    kernels: &Path,
+pub(crate) fn staged(
+    cache: &Path,
     key: &str,
     image: &Path,
     config: Option<&Path>,
@@ -264,7 +137,8 @@ fn staged(
     modules: &Modules,
     linked_from: PathBuf,
 ) -> Result<KernelArtifacts> {
-    let root = cache::entry(kernels, key, |tmp| stage::stage(tmp, image, config, &release, modules))?;
+    let root =
+        cache::entry(&cache::kernels_dir(cache), key, |tmp| stage::stage(tmp, image, config, &release, modules))?;
     let staged_config = root.join(format!("boot/config-{release}"));
     Ok(KernelArtifacts {
         image: root.join(format!("boot/vmlinuz-{release}")),
@@ -281,11 +155,17 @@ fn staged(
 
 /// A Debian package unpacked into the cache entry keyed by its content
 /// (`entry.json` there says which package it was, for `fslab kernel list`).
-fn unpacked_deb(kernels: &Path, deb: &Path, shown: String, package: Option<KernelPackage>) -> Result<KernelArtifacts> {
+pub(crate) fn unpacked_deb(
+    cache: &Path,
+    deb: &Path,
+    shown: String,
+    package: Option<KernelPackage>,
+) -> Result<KernelArtifacts> {
+    let kernels = cache::kernels_dir(cache);
     let name = deb::package_name(deb)?;
     let sha256 = sha256_file(deb)?;
     let mut unpacked = None;
-    let root = cache::entry(kernels, &sha256, |tmp| {
+    let root = cache::entry(&kernels, &sha256, |tmp| {
         unpacked = Some(deb::unpack(deb, tmp)?);
         let about = EntryInfo {
             package: name.clone(),
@@ -341,7 +221,7 @@ fn describe_entry(root: &Path) -> Result<(String, String, Option<String>, bool)>
 
 /// The `lib/modules/<release>` directory `given` names: that directory
 /// itself, or a root (`INSTALL_MOD_PATH`) holding it.
-fn installed_modules(given: &Path, release: &str) -> Result<PathBuf> {
+pub(crate) fn installed_modules(given: &Path, release: &str) -> Result<PathBuf> {
     if !given.is_dir() {
         bail!("kernel modules {} is not a directory", given.display());
     }
@@ -366,7 +246,7 @@ fn installed_modules(given: &Path, release: &str) -> Result<PathBuf> {
 }
 
 /// A config file must at least look like one.
-fn check_config(path: &Path) -> Result<()> {
+pub(crate) fn check_config(path: &Path) -> Result<()> {
     let text = fs::read_to_string(path).with_context(|| format!("reading kernel config {}", path.display()))?;
     if !text.lines().any(|l| l.starts_with("CONFIG_")) {
         bail!("kernel config {} has no CONFIG_ lines", path.display());
@@ -374,7 +254,7 @@ fn check_config(path: &Path) -> Result<()> {
     Ok(())
 }
 
-fn mtime_ns(path: &Path) -> u128 {
+pub(crate) fn mtime_ns(path: &Path) -> u128 {
     fs::metadata(path)
         .and_then(|m| m.modified())
         .ok()
@@ -412,50 +292,45 @@ mod tests {
 
     #[test]
     fn unpatched_source_builds_resolve_before_patched_ones() {
-        let patched = build::KernelBuild { patches: vec![("sha".into(), "fix.patch".into())], ..Default::default() };
+        let tree = |patches: Vec<(String, String)>| {
+            KernelSource::LocalTree(source::local_tree::LocalTree {
+                path: PathBuf::from("/src/linux"),
+                build: build::KernelBuild { patches, ..Default::default() },
+            })
+        };
+        let patched = vec![("sha".to_string(), "fix.patch".to_string())];
         let sources = [
-            KernelSource::Build(patched.clone()),
-            KernelSource::Deb(PathBuf::from("k.deb")),
-            KernelSource::Build(patched),
-            KernelSource::Build(Default::default()),
+            tree(patched.clone()),
+            KernelSource::Deb(source::deb_file::DebFile { path: "k.deb".into(), release: "6.1".into() }),
+            tree(patched),
+            tree(Vec::new()),
         ];
         assert_eq!(resolve_order(sources.iter().enumerate()), vec![1, 3, 0, 2]);
     }
 
+    /// Which kind takes a path is decided by what is there: a directory is
+    /// a build tree, a file with the `ar` magic a package, another file an
+    /// image; each then checks it (naming the file).
     #[test]
-    fn sources_are_told_apart_by_content() {
+    fn paths_are_told_apart_by_content_and_checked_by_their_kind() {
         let dir = tempfile::tempdir().unwrap();
         let deb = dir.path().join("k.deb");
         fs::write(&deb, b"!<arch>\ndebian-binary").unwrap();
-        let img = dir.path().join("bzImage");
-        fs::write(&img, b"whatever").unwrap();
-        assert_eq!(KernelSource::detect(&deb, None, None).unwrap(), KernelSource::Deb(deb.clone()));
-        assert_eq!(KernelSource::detect(dir.path(), None, None).unwrap(), KernelSource::BuildTree(dir.path().into()));
-        assert!(matches!(KernelSource::detect(&img, None, None).unwrap(), KernelSource::Image { .. }));
-        let err = KernelSource::detect(Path::new("rel/bzImage"), None, None).unwrap_err().to_string();
-        assert!(err.contains("must be absolute"), "{err}");
-        let err = KernelSource::detect(&deb, Some(dir.path()), None).unwrap_err().to_string();
-        assert!(err.contains("Debian package"), "{err}");
-        let err = format!("{:#}", KernelSource::detect(&dir.path().join("nope"), None, None).unwrap_err());
-        assert!(err.contains("nope"), "{err}");
-    }
-
-    #[test]
-    fn a_garbage_image_is_an_error_naming_the_file() {
-        let dir = tempfile::tempdir().unwrap();
         let img = dir.path().join("vmlinuz-garbage");
         fs::write(&img, vec![0x5Au8; 8192]).unwrap();
-        let source = KernelSource::detect(&img, None, None).unwrap();
-        let err = format!("{:#}", resolve(&source, dir.path()).unwrap_err());
-        assert!(err.contains("vmlinuz-garbage") && err.contains("HdrS"), "{err}");
-        assert!(!dir.path().join("kernels").exists(), "nothing is cached for a bad image");
-    }
-
-    #[test]
-    fn a_build_tree_without_an_image_says_what_to_build() {
-        let dir = tempfile::tempdir().unwrap();
-        let err = format!("{:#}", resolve(&KernelSource::BuildTree(dir.path().into()), dir.path()).unwrap_err());
+        let parse = |text: &str| {
+            let value = toml::Value::String(text.to_string());
+            format!("{:#}", KernelSource::from_argument(&value, dir.path()).unwrap_err())
+        };
+        let err = parse(deb.to_str().unwrap());
+        assert!(err.contains("k.deb") && err.contains("Debian package"), "{err}");
+        let err = parse(dir.path().to_str().unwrap());
         assert!(err.contains("arch/x86/boot/bzImage") && err.contains("make bzImage"), "{err}");
+        let err = parse(img.to_str().unwrap());
+        assert!(err.contains("vmlinuz-garbage") && err.contains("HdrS"), "{err}");
+        let err = parse(&dir.path().join("nope").display().to_string());
+        assert!(err.contains("nope does not exist"), "{err}");
+        assert!(!dir.path().join("kernels").exists(), "nothing is cached for a bad kernel");
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! log, in the object directory and in the image's cache entry, so a cold
 //! build is estimated from the last cold build of the same source version.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
@@ -93,15 +93,15 @@ impl BuildOutlook {
             return BuildOutlook::Cached;
         }
         let builds = builds_dir(cache);
-        let obj = object_dir(&builds, &b.tree_key);
+        let obj = super::build::object_dir(cache, &b.tree_key);
         if obj.is_dir() {
             return BuildOutlook::Incremental { last: BuildRecord::read(&obj), seeded: false, after: None };
         }
         if let Some(after) = after {
             return BuildOutlook::Incremental { last: None, seeded: false, after: Some(after.to_string()) };
         }
-        if let Some(pristine) = super::build::pristine_objects(b, &builds) {
-            return BuildOutlook::Incremental { last: BuildRecord::read(&pristine), seeded: true, after: None };
+        if let Some((sibling, _)) = super::build::seed_candidate(&builds, &b.version, &obj) {
+            return BuildOutlook::Incremental { last: BuildRecord::read(&sibling), seeded: true, after: None };
         }
         BuildOutlook::Cold { version: b.version.clone(), last_cold: last_cold_build(cache, &b.version, &b.config_base) }
     }
@@ -121,7 +121,7 @@ impl BuildOutlook {
             }
             BuildOutlook::Incremental { last, seeded, after: None } => {
                 let from = if *seeded {
-                    "from a copy of the unpatched tree's objects"
+                    "from a copy of another tree's objects of the same version"
                 } else {
                     "in its source's object directory"
                 };
@@ -156,7 +156,8 @@ pub fn plan<'a>(
     let mut building: Vec<(&str, &KernelBuild)> = Vec::new();
     let mut out = Vec::new();
     for i in order {
-        let Some((_, name, super::KernelSource::Build(b))) = variants.iter().find(|(j, _, _)| *j == i) else {
+        let Some((_, name, Some(b))) = variants.iter().find(|(j, _, _)| *j == i).map(|(j, n, s)| (j, n, s.build()))
+        else {
             continue;
         };
         let same = |f: &dyn Fn(&KernelBuild) -> bool| building.iter().find(|(_, o)| f(o)).map(|(n, _)| *n);
@@ -170,10 +171,6 @@ pub fn plan<'a>(
         out.push((i, outlook));
     }
     out
-}
-
-fn object_dir(builds: &Path, tree_key: &str) -> PathBuf {
-    builds.join(format!("obj-{}", &tree_key[..tree_key.len().min(16)]))
 }
 
 /// The newest recorded cold build of `version` in `cache` (its kernel
@@ -254,7 +251,7 @@ mod tests {
         assert!(after.describe().contains("after variant `in-range`"), "{}", after.describe());
 
         // The object directory is there, with its last build's record.
-        let obj = object_dir(&builds_dir(cache), &b.tree_key);
+        let obj = super::super::build::object_dir(cache, &b.tree_key);
         std::fs::create_dir_all(&obj).unwrap();
         let text = BuildOutlook::of(&b, cache, None).describe();
         assert!(text.contains("no build recorded there"), "{text}");

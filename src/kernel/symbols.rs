@@ -97,16 +97,10 @@ fn is_code(kind: char) -> bool {
 }
 
 impl SymbolMap {
-    /// The `System.map-<release>` beside the kernel's image, when it exists.
-    pub fn system_map_path(kernel: &KernelArtifacts) -> Option<PathBuf> {
-        let path = kernel.image.parent()?.join(format!("System.map-{}", kernel.release));
-        path.is_file().then_some(path)
-    }
-
     /// The kernel's System.map, when it is beside the image and real (not
     /// Debian's placeholder); an unreadable or malformed one is an error.
     pub fn for_kernel(kernel: &KernelArtifacts) -> Result<Option<SymbolMap>> {
-        let Some(path) = Self::system_map_path(kernel) else { return Ok(None) };
+        let Some(path) = kernel.system_map() else { return Ok(None) };
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
         if text.len() < 4096 && text.contains(DEBIAN_PLACEHOLDER) {
             return Ok(None);
@@ -427,7 +421,7 @@ ffffffff83001000 T _einittext
         let path = boot.join("System.map-6.1.0-57-cloud-amd64");
         std::fs::write(&path, "ffffffffffffffff B The real System.map is in the linux-image-<version>-dbg package\n")
             .unwrap();
-        assert_eq!(SymbolMap::system_map_path(&kernel), Some(path.clone()));
+        assert_eq!(kernel.system_map(), Some(path.clone()));
         assert_eq!(SymbolMap::for_kernel(&kernel).unwrap(), None, "the placeholder");
         std::fs::write(&path, MAP).unwrap();
         let map = SymbolMap::for_kernel(&kernel).unwrap().unwrap();

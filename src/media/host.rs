@@ -355,7 +355,7 @@ impl MediaServer {
             let _ = watchdog.join();
         }
         let lost = self.shared.lost().is_some();
-        if let Err(e) = crate::testbed::mount::unmount(&self.mountpoint) {
+        if let Err(e) = crate::sys::mount::unmount(&self.mountpoint) {
             if self.shared.exited().is_none() && !lost {
                 return Err(e.context("stopping the media server"));
             }

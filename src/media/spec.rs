@@ -345,6 +345,63 @@ fn count(v: &toml::Value) -> Result<u32, String> {
     }
 }
 
+impl DeviceSpec {
+    /// The model behind the medium (`flash`, `hdd`, `ssd`, `passthrough`).
+    pub fn model_name(&self) -> &'static str {
+        match self.params {
+            MediaParams::Flash(_) => "flash",
+            MediaParams::Hdd(_) => "hdd",
+            MediaParams::Ssd(_) => "ssd",
+            MediaParams::Passthrough => "passthrough",
+        }
+    }
+
+    /// Every parameter as `(key, value)`, in the model's key order, values
+    /// written as in the file (`4MiB`, `300us`).
+    pub fn parameters(&self) -> Vec<(&'static str, String)> {
+        let us = |s: f64| format!("{}us", (s * 1e6).round());
+        match &self.params {
+            MediaParams::Flash(p) => vec![
+                ("au", Bytes(p.au).to_string()),
+                ("page", Bytes(p.page).to_string()),
+                ("open_aus", p.open_aus.to_string()),
+                ("linear_only", p.linear_only.to_string()),
+                ("write_mbps", p.write_mbps.to_string()),
+                ("read_mbps", p.read_mbps.to_string()),
+                ("copy_mbps", p.copy_mbps.to_string()),
+                ("read_latency", us(p.read_latency)),
+                ("program_latency", us(p.program_latency)),
+                ("gc", if p.gc == Gc::AuCopy { "au-copy" } else { "none" }.to_string()),
+            ],
+            MediaParams::Hdd(p) => vec![
+                ("rpm", p.rpm.to_string()),
+                ("seek_full", us(p.seek_full)),
+                ("seek_track", us(p.seek_track)),
+                ("mbps", p.mbps.to_string()),
+            ],
+            MediaParams::Ssd(p) => vec![
+                ("read_latency", us(p.read_latency)),
+                ("write_latency", us(p.write_latency)),
+                ("read_mbps", p.read_mbps.to_string()),
+                ("write_mbps", p.write_mbps.to_string()),
+            ],
+            MediaParams::Passthrough => Vec::new(),
+        }
+    }
+
+    /// Whether `name` is a preset (else a model given in full).
+    pub fn is_preset(&self) -> bool {
+        presets::find(&self.name).is_some()
+    }
+
+    /// The parameters that differ from the preset the medium names (every
+    /// parameter of a model given in full).
+    pub fn changed(&self) -> Vec<(&'static str, String)> {
+        let preset = presets::find(&self.name).map(|p| p.parameters()).unwrap_or_default();
+        self.parameters().into_iter().filter(|kv| !preset.contains(kv)).collect()
+    }
+}
+
 impl fmt::Display for DeviceSpec {
     /// `sdcard`, or the model with its parameters for fully given ones
     /// and changed presets.
@@ -352,40 +409,10 @@ impl fmt::Display for DeviceSpec {
         if presets::find(&self.name).is_some_and(|p| p.params == self.params) {
             return f.write_str(&self.name);
         }
-        let ms = |s: f64| format!("{}us", (s * 1e6).round());
-        match &self.params {
-            MediaParams::Flash(p) => write!(
-                f,
-                "flash(au={}, page={}, open_aus={}, linear_only={}, write_mbps={}, read_mbps={}, copy_mbps={}, \
-                 read_latency={}, program_latency={}, gc={})",
-                Bytes(p.au),
-                Bytes(p.page),
-                p.open_aus,
-                p.linear_only,
-                p.write_mbps,
-                p.read_mbps,
-                p.copy_mbps,
-                ms(p.read_latency),
-                ms(p.program_latency),
-                if p.gc == Gc::AuCopy { "au-copy" } else { "none" }
-            ),
-            MediaParams::Hdd(p) => write!(
-                f,
-                "hdd(rpm={}, seek_full={}, seek_track={}, mbps={})",
-                p.rpm,
-                ms(p.seek_full),
-                ms(p.seek_track),
-                p.mbps
-            ),
-            MediaParams::Ssd(p) => write!(
-                f,
-                "ssd(read_latency={}, write_latency={}, read_mbps={}, write_mbps={})",
-                ms(p.read_latency),
-                ms(p.write_latency),
-                p.read_mbps,
-                p.write_mbps
-            ),
-            MediaParams::Passthrough => f.write_str("passthrough"),
+        let parameters: Vec<String> = self.parameters().iter().map(|(k, v)| format!("{k}={v}")).collect();
+        match parameters.is_empty() {
+            true => f.write_str(self.model_name()),
+            false => write!(f, "{}({})", self.model_name(), parameters.join(", ")),
         }
     }
 }
@@ -415,6 +442,32 @@ mod tests {
         let changed = parse(r#"{ model = "sdcard", open_aus = 3 }"#).unwrap();
         assert!(changed.to_string().starts_with("flash(au=4MiB, page=16KiB, open_aus=3"));
         assert_eq!(presets::find("sdcard").unwrap().to_string(), "sdcard");
+    }
+
+    #[test]
+    fn every_model_name_gets_its_own_parameters() {
+        // `blank` picks by name with a fallback arm: a model added to `MODELS` without its arm would be passthrough.
+        for name in MODELS {
+            let params = serde_json::to_value(blank(name)).unwrap();
+            assert_eq!(params["model"], *name, "{params}");
+        }
+    }
+
+    #[test]
+    fn changes_are_what_differs_from_the_preset() {
+        assert_eq!(parse(r#"{ model = "sdcard" }"#).unwrap().changed(), []);
+        let changed = parse(r#"{ model = "sdcard", open_aus = 3, program_latency = "2ms" }"#).unwrap();
+        assert_eq!(changed.changed(), [("open_aus", "3".to_string()), ("program_latency", "2000us".to_string())]);
+        assert_eq!((changed.model_name(), changed.is_preset()), ("flash", true));
+        let hdd =
+            parse(r#"{ model = "hdd", rpm = 7200, seek_full = "15ms", seek_track = "1ms", mbps = 150 }"#).unwrap();
+        // `hdd` is a preset too: only what differs from it.
+        assert_eq!(hdd.changed().len(), 3, "{:?}", hdd.changed());
+        let flash =
+            parse(r#"{ model = "flash", au = "4MiB", page = "16KiB", open_aus = 2, write_mbps = 20, read_mbps = 80 }"#);
+        let flash = flash.unwrap();
+        assert!(!flash.is_preset());
+        assert_eq!(flash.changed(), flash.parameters(), "a model given in full: every parameter");
     }
 
     #[test]

@@ -5,7 +5,7 @@ use anyhow::Result;
 
 use super::summary::Headline;
 use crate::analysis::{compare_config_from_spec, compare_series, emulated_variants, ComparisonRow, Roles};
-use crate::experiment::WorkloadConfig;
+use crate::experiment::{VariantConfig, WorkloadConfig};
 use crate::monitor::MonitorData;
 use crate::store::{MetricSeries, Store, StoredExperiment, StoredRun};
 
@@ -154,17 +154,12 @@ impl ReportData {
         names
     }
 
-    /// The variant's configuration from the stored plan (`Null` if absent).
-    pub fn variant_config(&self, name: &str) -> serde_json::Value {
-        if let Some(v) = self.experiment.plan.experiment.variant(name) {
-            return v.clone();
-        }
-        self.experiment
-            .variants
-            .iter()
-            .find(|v| v.name == name)
-            .and_then(|v| serde_json::from_str(&v.config_json).ok())
-            .unwrap_or_default()
+    /// The variant's configuration as it ran: from the stored plan, else
+    /// its stored variant row; `None` when neither is one this version reads.
+    pub fn variant_config(&self, name: &str) -> Option<VariantConfig> {
+        let planned = crate::experiment::stored_variants(&self.experiment.plan.experiment).unwrap_or_default();
+        let rows = self.experiment.variants.iter().filter_map(|v| serde_json::from_str(&v.config_json).ok());
+        planned.into_iter().chain(rows).find(|v: &VariantConfig| v.name == name)
     }
 }
 

@@ -129,11 +129,11 @@ pub fn render_markdown(d: &ReportData) -> String {
         out.push_str(" --- |");
     }
     out.push('\n');
-    let configs: Vec<serde_json::Value> = names.iter().map(|n| d.variant_config(n)).collect();
+    let configs: Vec<_> = names.iter().map(|n| d.variant_config(n)).collect();
     for row in VARIANT_ROWS.iter().filter(|r| r.compact) {
         let _ = write!(out, "| {} |", md_esc(row.label));
         for (n, c) in names.iter().zip(&configs) {
-            let _ = write!(out, " {} |", md_esc(&(row.value)(d, n, c)));
+            let _ = write!(out, " {} |", md_esc(&row.text(d, n, c.as_ref())));
         }
         out.push('\n');
     }
@@ -212,6 +212,12 @@ mod tests {
     #[test]
     fn markdown_snapshot() {
         insta::assert_snapshot!("markdown_decided", render_markdown(&fixture::decided()));
+    }
+
+    #[test]
+    fn the_variants_table_shows_each_variant_s_device_model() {
+        let md = render_markdown(&fixture::decided());
+        assert!(md.contains("\n| device | none | none | sdcard |\n"), "{md}");
     }
 
     #[test]

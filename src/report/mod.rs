@@ -96,6 +96,21 @@ pub struct CompareReport<'a> {
     pub hostile: Vec<String>,
     /// Where each variant ran.
     pub places: places::Places,
+    /// How much of it the text shows (JSON is always complete).
+    pub detail: Detail,
+}
+
+/// How much of a comparison the terminal text shows. Either way it opens
+/// with the answer ([`summary::Answer`]): the decision, each decisive
+/// metric's verdict per variant, and the rows that decide nothing but
+/// changed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Detail {
+    /// The answer, then one line counting what else exists; `more` is how
+    /// to see it (the commands, as the caller knows how it was reached).
+    Answer { more: String },
+    /// The answer, then every row and a detail line per row (p, n, CV, notes).
+    Full,
 }
 
 /// One output format: renders each document fslab prints. A format that

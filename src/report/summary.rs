@@ -167,40 +167,144 @@ impl Headline {
     /// The headline as plain sentences, most important first.
     pub fn lines(&self) -> Vec<String> {
         let mut lines = Vec::new();
-        if self.decisive.total() == 0 && self.side.total() == 0 && self.evidence.total() == 0 {
-            lines.push("No comparisons yet (needs successful runs of the baseline and another variant).".to_string());
+        if self.is_empty() {
+            lines.push(NO_COMPARISONS.to_string());
         } else {
             if self.decisive.total() > 0 {
                 lines.push(self.decisive.sentence());
             }
-            if self.side.total() > 0 {
-                lines.push(format!("Side metrics (they do not decide a workload): {}.", self.side.counts_text()));
-            }
-            if self.evidence.total() > 0 {
-                lines.push(format!(
-                    "Evidence (compared like metrics; decides only when named in `decisive`): {}.",
-                    self.evidence.counts_text()
-                ));
-            }
-            if let Some(note) = &self.emulation {
-                lines.push(format!("{}{}.", note[..1].to_uppercase(), &note[1..]));
-            }
-            for rule in &self.rules {
-                lines.push(format!("Rule: {rule}."));
-            }
-            for drift in &self.drift {
-                lines.push(format!("Drift: {drift}."));
-            }
+            lines.extend(self.tally_lines());
+            lines.extend(self.emulation_line());
+            lines.extend(self.method_lines());
         }
-        if self.runs_failed > 0 {
-            lines.push(format!("{} of {} runs failed; why:", self.runs_failed, self.runs_total));
+        lines.extend(self.failed_line());
+        lines
+    }
+
+    /// What the terminal's answer opens with: what the decisive metrics
+    /// decided (and, under emulation, why wall time did not decide).
+    pub fn decision_lines(&self) -> Vec<String> {
+        let mut lines = vec![match (self.is_empty(), self.decisive.total()) {
+            (true, _) => NO_COMPARISONS.to_string(),
+            (false, 0) => "Nothing decided: no metric that decides a workload was compared.".to_string(),
+            _ => self.decisive.sentence(),
+        }];
+        lines.extend(self.emulation_line());
+        lines
+    }
+
+    /// How the decisive rows were decided (`Rule: …`) and which baselines
+    /// drifted (`Drift: …`).
+    pub fn method_lines(&self) -> Vec<String> {
+        let rules = self.rules.iter().map(|rule| format!("Rule: {rule}."));
+        rules.chain(self.drift.iter().map(|drift| format!("Drift: {drift}."))).collect()
+    }
+
+    /// The verdict counts of the rows that decide nothing: side metrics, evidence.
+    pub fn tally_lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.side.total() > 0 {
+            lines.push(format!("Side metrics (they do not decide a workload): {}.", self.side.counts_text()));
+        }
+        if self.evidence.total() > 0 {
+            lines.push(format!(
+                "Evidence (compared like metrics; decides only when named in `decisive`): {}.",
+                self.evidence.counts_text()
+            ));
         }
         lines
+    }
+
+    /// `3 of 18 runs failed; why:` (the reasons are [`Headline::failure_lines`]).
+    pub fn failed_line(&self) -> Option<String> {
+        (self.runs_failed > 0).then(|| format!("{} of {} runs failed; why:", self.runs_failed, self.runs_total))
+    }
+
+    fn emulation_line(&self) -> Option<String> {
+        self.emulation.as_ref().map(|note| format!("{}{}.", note[..1].to_uppercase(), &note[1..]))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.decisive.total() == 0 && self.side.total() == 0 && self.evidence.total() == 0
     }
 
     /// One line per distinct error: `runs 2, 5 (b / untar): mount: …`.
     pub fn failure_lines(&self) -> Vec<String> {
         self.failures.iter().map(|g| format!("{}: {}", runs_text(&g.runs), g.error)).collect()
+    }
+}
+
+/// What a report says before any variant has been compared.
+const NO_COMPARISONS: &str = "No comparisons yet (needs successful runs of the baseline and another variant).";
+
+/// How many rows that decide nothing but changed the answer shows per variant.
+pub const CHANGED_SHOWN: usize = 5;
+
+/// What a comparison leads with (`perf diff` and hyperfine print what
+/// matters first): every decisive row, variant by variant, then the rows
+/// that decide nothing but changed (regressed or improved), the largest
+/// changes first and at most [`CHANGED_SHOWN`] per variant. The other rows
+/// are only counted.
+#[derive(Clone, Debug)]
+pub struct Answer<'a> {
+    /// In variant order, then row order.
+    pub decisive: Vec<&'a ComparisonRow>,
+    /// In variant order, then by the size of the change.
+    pub changed: Vec<&'a ComparisonRow>,
+    /// The rows in neither list: side metrics, evidence, and how many of them changed.
+    pub more_side: usize,
+    pub more_evidence: usize,
+    pub more_changed: usize,
+}
+
+impl<'a> Answer<'a> {
+    pub fn new(c: &'a ComparisonData) -> Answer<'a> {
+        let variant = |r: &ComparisonRow| c.variants.iter().position(|v| *v == r.variant).unwrap_or(usize::MAX);
+        // A row without a ratio (zero on both sides) sorts after every real change.
+        let size = |r: &ComparisonRow| if r.change_pct.is_finite() { r.change_pct.abs() } else { -1.0 };
+        let changed = |r: &ComparisonRow| matches!(r.verdict, Verdict::Regressed | Verdict::Improved);
+        let mut decisive: Vec<&ComparisonRow> = c.rows.iter().filter(|r| c.is_decisive(r)).collect();
+        decisive.sort_by_key(|r| variant(r));
+        let mut candidates: Vec<&ComparisonRow> = c.rows.iter().filter(|r| !c.is_decisive(r) && changed(r)).collect();
+        candidates.sort_by(|a, b| variant(a).cmp(&variant(b)).then(size(b).total_cmp(&size(a))));
+        let mut shown: Vec<&ComparisonRow> = Vec::new();
+        for r in candidates {
+            if shown.iter().filter(|s| s.variant == r.variant).count() < CHANGED_SHOWN {
+                shown.push(r);
+            }
+        }
+        let listed = |r: &ComparisonRow| decisive.iter().chain(&shown).any(|s| std::ptr::eq(*s, r));
+        let more: Vec<&ComparisonRow> = c.rows.iter().filter(|r| !listed(r)).collect();
+        Answer {
+            more_side: more.iter().filter(|r| !r.evidence).count(),
+            more_evidence: more.iter().filter(|r| r.evidence).count(),
+            more_changed: more.iter().filter(|r| changed(r)).count(),
+            decisive,
+            changed: shown,
+        }
+    }
+
+    /// `46 more rows (3 side metrics, 43 evidence; none changed)`, or
+    /// `None` when every row is listed.
+    pub fn more_text(&self) -> Option<String> {
+        let total = self.more_side + self.more_evidence;
+        if total == 0 {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if self.more_side > 0 {
+            let s = if self.more_side == 1 { "" } else { "s" };
+            parts.push(format!("{} side metric{s}", self.more_side));
+        }
+        if self.more_evidence > 0 {
+            parts.push(format!("{} evidence", self.more_evidence));
+        }
+        let changed = match self.more_changed {
+            0 => "none changed".to_string(),
+            n => format!("{n} changed"),
+        };
+        let rows = if total == 1 { "row" } else { "rows" };
+        Some(format!("{total} more {rows} ({}; {changed})", parts.join(", ")))
     }
 }
 
@@ -433,6 +537,54 @@ mod tests {
         assert!(lines.iter().any(|l| l.starts_with("Emulated: command/wall_s ran under TCG emulation")), "{lines:?}");
         let wall = c.rows.iter().find(|r| r.metric == "wall_s").unwrap();
         assert_eq!(role_note(wall), Some("emulated: wall time did not decide"));
+    }
+
+    /// The answer lists every decisive row variant by variant, then at most
+    /// [`CHANGED_SHOWN`] changed rows per variant, largest change first,
+    /// and counts the rest (the changed ones it left out among them).
+    #[test]
+    fn the_answer_lists_decisive_rows_then_the_largest_changes_and_counts_the_rest() {
+        use crate::analysis::compare_series;
+        use crate::store::MetricSeries;
+        let around = |center: f64| -> Vec<f64> {
+            [0.0, 0.01, -0.01, 0.005, -0.005].iter().map(|d| center * (1.0 + d)).collect()
+        };
+        let series = |metric: &str, variant: &str, values: Vec<f64>| MetricSeries {
+            workload: "w".into(),
+            metric: metric.into(),
+            unit: "count".into(),
+            higher_is_better: false,
+            variant: variant.into(),
+            values,
+        };
+        // Variant b changes seven evidence metrics by 10%…70%, c three by 10%…30%.
+        let mut all = Vec::new();
+        for (variant, grows) in
+            [("a", [0.0; 7]), ("b", [0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7]), ("c", [0.0, 0.0, 0.3, 0.0, 0.2, 0.0, 0.1])]
+        {
+            all.push(series("wall_s", variant, around(10.0)));
+            for (i, grow) in grows.iter().enumerate() {
+                all.push(series(&format!("disk/m{i}"), variant, around(100.0 * (1.0 + grow))));
+            }
+        }
+        let rows = compare_series(&all, "a", &crate::stats::CompareConfig::default(), Default::default());
+        let c = ComparisonData {
+            baseline: "a".into(),
+            theta: 0.02,
+            alpha: 0.05,
+            variants: vec!["a".into(), "b".into(), "c".into()],
+            rows,
+        };
+        let answer = Answer::new(&c);
+        let names =
+            |rows: &[&ComparisonRow]| rows.iter().map(|r| format!("{} {}", r.variant, r.metric)).collect::<Vec<_>>();
+        assert_eq!(names(&answer.decisive), ["b wall_s", "c wall_s"]);
+        assert_eq!(
+            names(&answer.changed),
+            ["b disk/m6", "b disk/m5", "b disk/m4", "b disk/m3", "b disk/m2", "c disk/m2", "c disk/m4", "c disk/m6"]
+        );
+        assert_eq!((answer.more_side, answer.more_evidence, answer.more_changed), (0, 6, 2), "{answer:?}");
+        assert_eq!(answer.more_text().unwrap(), "6 more rows (6 evidence; 2 changed)");
     }
 
     #[test]

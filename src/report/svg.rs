@@ -121,17 +121,35 @@ pub fn nice_ticks(lo: f64, hi: f64, n: usize) -> Vec<f64> {
     out
 }
 
-/// Tick labels with as many decimals as the tick step needs.
+/// Longest tick label, in characters: what fits between the y axis's
+/// rotated label and the plot (`ML` less about 20 px, at 11 px text).
+const TICK_CHARS: usize = 7;
+
+/// The label of tick `t` of an axis with `ticks`: one SI prefix for the
+/// whole axis, from its largest tick ([`human::si_prefix`]: `24.3 G`,
+/// `512 k`, `250 µ`), and as many decimals as the step needs in that unit,
+/// no more than fit in [`TICK_CHARS`]. Without a prefix, 2.4e10 was
+/// written in full and cut off at the chart's edge (`000000000`).
 fn tick_label(t: f64, ticks: &[f64]) -> String {
-    let step = match ticks {
-        [a, b, ..] => (b - a).abs(),
-        _ => return human::number(t),
-    };
-    if !(step.is_finite() && step > 0.0) || t.abs() >= 1e6 || step < 1e-4 {
-        return human::number(t);
+    if !t.is_finite() {
+        return human::NONE.to_string();
     }
-    let decimals = (-step.log10().floor()).max(0.0) as usize;
-    format!("{t:.decimals$}")
+    let largest = ticks.iter().filter(|v| v.is_finite()).fold(t.abs(), |m, v| m.max(v.abs()));
+    let (factor, prefix) = human::si_prefix(largest);
+    let v = t / factor;
+    let suffix = if prefix.is_empty() { String::new() } else { format!(" {prefix}") };
+    let step = match ticks {
+        [a, b, ..] => (b - a).abs() / factor,
+        _ => return format!("{}{suffix}", human::number(v)),
+    };
+    let needed = if step.is_finite() && step > 0.0 { (-step.log10().floor()).max(0.0) as usize } else { 0 };
+    let whole = format!("{:.0}", (largest / factor).trunc()).len() + usize::from(ticks.iter().any(|v| *v < 0.0));
+    let room = TICK_CHARS.saturating_sub(whole + 1 + suffix.chars().count());
+    let decimals = needed.min(room);
+    if v == 0.0 {
+        return "0".to_string();
+    }
+    format!("{v:.decimals$}{suffix}")
 }
 
 /// A value range padded for plotting; starts at zero when the data is
@@ -573,5 +591,48 @@ mod tests {
         assert_eq!(tick_label(0.4, &[0.2, 0.4]), "0.4");
         assert_eq!(tick_label(2000.0, &[0.0, 2000.0]), "2000");
         assert_eq!(tick_label(0.005, &[0.0, 0.005]), "0.005");
+    }
+
+    /// The labels of an axis from `lo` to `hi`, as a chart draws them.
+    fn labels(lo: f64, hi: f64) -> Vec<String> {
+        let ticks = nice_ticks(lo, hi, 5);
+        ticks.iter().map(|&t| tick_label(t, &ticks)).collect()
+    }
+
+    /// Large values get an SI prefix and small ones a sensible form, and
+    /// every label fits left of the plot (issue 28 item 6: the ticks of
+    /// `vm/instructions`, about 2.4e10, were cut off to `000000000`).
+    #[test]
+    fn tick_labels_have_si_prefixes_and_fit() {
+        assert_eq!(labels(0.0, 2.5e10), ["0", "5 G", "10 G", "15 G", "20 G", "25 G"]);
+        assert_eq!(labels(2.41e10, 2.45e10), ["24.1 G", "24.2 G", "24.3 G", "24.4 G", "24.5 G"]);
+        assert_eq!(labels(0.0, 1.6e6), ["0", "0.5 M", "1.0 M", "1.5 M"]);
+        assert_eq!(labels(0.0, 600e3), ["0", "200 k", "400 k", "600 k"]);
+        assert_eq!(labels(0.0, 2.5e-6), ["0", "1 µ", "2 µ"]);
+        assert_eq!(labels(2e-7, 6e-7), ["200 n", "300 n", "400 n", "500 n", "600 n"]);
+        assert_eq!(labels(0.0, 0.005), ["0", "0.001", "0.002", "0.003", "0.004", "0.005"]);
+        assert_eq!(labels(0.0012, 0.0018), ["0.0012", "0.0014", "0.0016", "0.0018"]);
+        assert_eq!(labels(0.0, 8000.0), ["0", "2000", "4000", "6000", "8000"]);
+        for (lo, hi) in
+            [(0.0, 2.5e10), (2.4e10, 2.40001e10), (999e9, 999.9e9), (0.0, 3e-9), (1e3, 1.00001e3), (0.0, 1e18)]
+        {
+            for label in labels(lo, hi) {
+                assert!(label.chars().count() <= TICK_CHARS, "`{label}` ({lo}..{hi}) does not fit");
+            }
+        }
+        // In a chart: the y axis of a 2.4e10 series.
+        let g = DotGroup {
+            name: "a".into(),
+            color: color(0).into(),
+            values: vec![2.41e10, 2.43e10, 2.45e10],
+            labels: vec![],
+            mean: 2.43e10,
+            ci: (2.40e10, 2.46e10),
+            outliers: vec![],
+        };
+        let svg = dot_plot("vm/instructions", "instructions", &[g]);
+        let ticks: Vec<&str> =
+            svg.split(r#"class="tick" text-anchor="end">"#).skip(1).filter_map(|rest| rest.split('<').next()).collect();
+        assert_eq!(ticks, ["24.0 G", "24.2 G", "24.4 G", "24.6 G"], "{svg}");
     }
 }

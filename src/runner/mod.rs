@@ -130,6 +130,15 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
     }
     preflight::check_space(exp, opts, &workloads, observer)?;
     let mut vms = place::KernelVms::prepare(exp)?;
+    if exp.variants.iter().any(|v| v.kernel.is_some()) {
+        // The cache's prune reads every store that used it (without the
+        // password a URL may hold: prune asks the server as the user can).
+        let location = match store.path() {
+            Some(file) => std::fs::canonicalize(file).unwrap_or_else(|_| file.to_path_buf()).display().to_string(),
+            None => store.location().replace(":***@", "@"),
+        };
+        crate::kernel::prune::record_store(&exp.kernel_cache, &location);
+    }
 
     let diagnosis = diagnose(exp);
     for line in &diagnosis.hostile {
@@ -163,7 +172,7 @@ pub fn run(exp: &Experiment, store: &mut Store, opts: &RunOptions, observer: &mu
             tags.push((kernel_tag_key(&v.name), k.release.clone()));
         }
     }
-    crate::history::tags::record(store, experiment_id, &tags, &exp.workdir)?;
+    store.tag_experiment(experiment_id, &tags, &exp.workdir)?;
     let done: HashSet<usize> =
         store.runs(experiment_id)?.into_iter().filter(|r| r.status == RunStatus::Ok).map(|r| r.seq).collect();
 

@@ -103,8 +103,8 @@ impl KernelVms {
                     config_source: k.config.as_ref().map(|p| p.display().to_string()),
                     config: k.config.as_deref().and_then(|p| KernelConfig::read_text(p).ok()),
                     vm: v.vm.as_ref().and_then(|spec| serde_json::to_value(spec).ok()),
-                    package: k.package.clone(),
-                    build: k.build.clone(),
+                    origin: v.kernel.as_ref().map(|spec| spec.source.clone()),
+                    image: Some(k.image.clone()),
                     ..VariantKernel::default()
                 },
                 None => VariantKernel {
@@ -271,7 +271,9 @@ impl KernelVms {
         let variant = &exp.variants[index];
         let kernel = self.kernels.get(&index).context("the variant's kernel was not resolved")?;
         let spec = variant.vm.clone().unwrap_or_default();
-        let config = vm_config(exp, variant, &spec);
+        let mut config = vm_config(exp, variant, &spec);
+        // A kernel fslab built: its profiles group functions by source directory.
+        config.objects = kernel.build.as_ref().map(|b| b.object_dir(&kernel_cache(exp)));
         // Shown read-only in the guest, so it must exist (a workload without inputs never made it).
         crate::sys::trusted::ensure_dir(&exp.cache_dir()).context("the input cache")?;
         observer.message(&format!(
@@ -337,7 +339,7 @@ fn image_for_guest(
 /// named by the package's content hash, so one cache can serve every
 /// experiment (a package unpacks to hundreds of MB).
 fn kernel_cache(exp: &Experiment) -> PathBuf {
-    exp.kernel_cache()
+    exp.kernel_cache.clone()
 }
 
 /// Stores the run's profile (extra [`vm::profile::EXTRA`]), or says in the
@@ -395,6 +397,7 @@ fn vm_config(exp: &Experiment, variant: &VariantConfig, spec: &crate::experiment
         agent: None,
         disk_media: variant.testbed.device.clone(),
         profile: true,
+        objects: None,
     }
 }
 

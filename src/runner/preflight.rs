@@ -75,7 +75,7 @@ pub fn check_trusted_dirs(exp: &Experiment, create: bool) -> Result<()> {
         }
     }
     if exp.variants.iter().any(|v| v.kernel.is_some()) {
-        places.push(("the kernel cache".to_string(), exp.kernel_cache()));
+        places.push(("the kernel cache".to_string(), exp.kernel_cache.clone()));
     }
     for (what, dir) in places {
         let checked = if create { trusted::ensure_dir(&dir).map(drop) } else { trusted::check_existing(&dir) };

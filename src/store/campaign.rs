@@ -54,8 +54,7 @@ pub struct ShardRow {
     pub index: usize,
     #[serde(rename = "shard_count")]
     pub count: usize,
-    /// An [`ExperimentStatus`] name.
-    pub state: String,
+    pub state: ExperimentStatus,
     pub hostname: String,
     pub machine_id: Option<i64>,
     /// RFC 3339 UTC.
@@ -87,12 +86,12 @@ pub struct CampaignStatus {
 impl CampaignStatus {
     /// Every shard joined and completed.
     pub fn is_complete(&self) -> bool {
-        self.missing.is_empty() && self.shards.iter().all(|s| s.state == "complete")
+        self.missing.is_empty() && self.shards.iter().all(|s| s.state == ExperimentStatus::Complete)
     }
 
     /// One line for people, e.g. `campaign c1: 3/4 shards complete; missing 4`.
     pub fn describe(&self) -> String {
-        let done = self.shards.iter().filter(|s| s.state == "complete").count();
+        let done = self.shards.iter().filter(|s| s.state == ExperimentStatus::Complete).count();
         let mut line = format!("campaign {}: {done}/{} shards complete", self.campaign, self.shard_count);
         let list = |v: &[usize]| v.iter().map(usize::to_string).collect::<Vec<_>>().join(", ");
         for (what, v) in [
@@ -156,17 +155,18 @@ fn read_shards(q: &mut dyn Sql, experiment_id: i64) -> Result<Vec<ShardRow>> {
 }
 
 /// The experiment status a campaign's shards add up to.
-fn derived_status(shards: &[ShardRow], count: usize) -> &'static str {
+fn derived_status(shards: &[ShardRow], count: usize) -> ExperimentStatus {
     let all_joined = (1..=count).all(|k| shards.iter().any(|s| s.index == k));
-    if all_joined && shards.iter().all(|s| s.state == "complete") {
-        "complete"
-    } else if !all_joined || shards.iter().any(|s| s.state == "running") {
+    let any = |state: ExperimentStatus| shards.iter().any(|s| s.state == state);
+    if all_joined && shards.iter().all(|s| s.state == ExperimentStatus::Complete) {
+        ExperimentStatus::Complete
+    } else if !all_joined || any(ExperimentStatus::Running) {
         // Shards still to come count as running: the campaign is not over.
-        "running"
-    } else if shards.iter().any(|s| s.state == "failed") {
-        "failed"
+        ExperimentStatus::Running
+    } else if any(ExperimentStatus::Failed) {
+        ExperimentStatus::Failed
     } else {
-        "interrupted"
+        ExperimentStatus::Interrupted
     }
 }
 
@@ -175,16 +175,17 @@ pub(super) fn update_campaign_status(q: &mut dyn Sql, experiment_id: i64, count:
     let shards = read_shards(q, experiment_id)?;
     let status = derived_status(&shards, count);
     let row = q.query_one("SELECT status, finished_at FROM experiments WHERE id = ?1", params![experiment_id])?;
-    let (old, finished): (String, Option<String>) = (row.get(0)?, row.get(1)?);
+    let (old, finished): (ExperimentStatus, Option<String>) = (row.get(0)?, row.get(1)?);
     if old != status {
         // The campaign finished when its last shard did.
-        let finished_at = (status != "running")
+        let finished_at = status
+            .is_finished()
             .then(|| shards.iter().filter_map(|s| s.finished_at.clone()).max().unwrap_or_else(now_rfc3339));
         q.execute(
             "UPDATE experiments SET status = ?1, finished_at = ?2 WHERE id = ?3",
             params![status, finished_at, experiment_id],
         )?;
-    } else if status == "running" && finished.is_some() {
+    } else if status == ExperimentStatus::Running && finished.is_some() {
         q.execute("UPDATE experiments SET finished_at = NULL WHERE id = ?1", params![experiment_id])?;
     }
     Ok(())
@@ -209,7 +210,7 @@ pub(super) fn put_shard(q: &mut dyn Sql, experiment_id: i64, s: &ShardRow) -> Re
                 "UPDATE shards SET state = ?1, hostname = ?2, machine_id = ?3, heartbeat_at = ?4, finished_at = ?5
                  WHERE experiment_id = ?6 AND shard_index = ?7",
                 &[
-                    Value::from(&s.state),
+                    Value::from(s.state),
                     Value::from(&s.hostname),
                     Value::from(s.machine_id),
                     Value::from(&s.heartbeat_at),
@@ -227,12 +228,7 @@ pub(super) fn put_shard(q: &mut dyn Sql, experiment_id: i64, s: &ShardRow) -> Re
 /// Whether merging `new` over `old` tells something newer: a later state
 /// (complete beats stopped beats running), or the same state heard later.
 fn advances(old: &ShardRow, new: &ShardRow) -> bool {
-    let rank = |s: &str| match s {
-        "complete" => 3,
-        "failed" | "interrupted" => 2,
-        _ => 1,
-    };
-    (rank(&new.state), &new.heartbeat_at) > (rank(&old.state), &old.heartbeat_at)
+    (new.state.progress(), &new.heartbeat_at) > (old.state.progress(), &old.heartbeat_at)
 }
 
 impl Store {
@@ -296,7 +292,7 @@ impl Store {
                     let row = ShardRow {
                         index: shard.index,
                         count: shard.count,
-                        state: "running".into(),
+                        state: ExperimentStatus::Running,
                         hostname,
                         machine_id,
                         joined_at: now.clone(),
@@ -351,18 +347,14 @@ impl Store {
     /// `failed`; `running` when it resumes) and sets the experiment's status
     /// from all its shards: complete only when every shard joined and
     /// completed.
-    pub fn finish_shard(&mut self, experiment_id: i64, index: usize, state: &str) -> Result<()> {
-        if state.parse::<ExperimentStatus>().is_err() {
-            let names: Vec<&str> = ExperimentStatus::ALL.iter().map(|s| s.as_str()).collect();
-            bail!("unknown shard state {state:?}; expected one of {}", names.join(", "));
-        }
+    pub fn finish_shard(&mut self, experiment_id: i64, index: usize, state: ExperimentStatus) -> Result<()> {
         let loc = self.location();
         self.write(|q| {
             let count = shard_count(q, experiment_id)?
                 .with_context(|| format!("experiment {experiment_id} is not a campaign"))?;
             super::lock_experiment(q, experiment_id)?;
             let now = now_rfc3339();
-            let finished = (state != "running").then(|| now.clone());
+            let finished = state.is_finished().then(|| now.clone());
             let n = q.execute(
                 "UPDATE shards SET state = ?1, heartbeat_at = ?2, finished_at = ?3 WHERE experiment_id = ?4 AND shard_index = ?5",
                 &[Value::from(state), Value::from(now), Value::from(finished), Value::Int(experiment_id), int(index)?],
@@ -400,9 +392,9 @@ impl Store {
                 campaign,
                 shard_count: count,
                 missing: (1..=count).filter(|k| !shards.iter().any(|s| s.index == *k)).collect(),
-                running: pick(&|s| s.state == "running" && !silent(s)),
-                stale: pick(&|s| s.state == "running" && silent(s)),
-                unfinished: pick(&|s| s.state == "failed" || s.state == "interrupted"),
+                running: pick(&|s| s.state == ExperimentStatus::Running && !silent(s)),
+                stale: pick(&|s| s.state == ExperimentStatus::Running && silent(s)),
+                unfinished: pick(&|s| matches!(s.state, ExperimentStatus::Failed | ExperimentStatus::Interrupted)),
                 shards,
             }))
         })

@@ -192,7 +192,7 @@ pub mod testing {
         let mut out = map.clone();
         for (i, (k, v)) in map.into_iter().enumerate() {
             let n = f64::from(seed) * 1000.0 + i as f64 + 1.0;
-            let candidates = match v {
+            let candidates = match &v {
                 serde_json::Value::Bool(b) => vec![serde_json::json!(!b)],
                 serde_json::Value::Number(x) if x.is_f64() => vec![serde_json::json!(n + 0.25)],
                 serde_json::Value::Number(_) => vec![serde_json::json!(n as u64)],
@@ -204,8 +204,10 @@ pub mod testing {
                     serde_json::json!(n + 0.25),
                 ],
             };
+            // A value of a closed set (a status) keeps the template's: the
+            // caller sets one other than the default.
             let mut chosen = None;
-            for c in candidates {
+            for c in candidates.into_iter().chain([v.clone()]) {
                 let mut trial = out.clone();
                 trial.insert(k.clone(), c.clone());
                 if serde_json::from_value::<T>(serde_json::Value::Object(trial)).is_ok() {

@@ -22,6 +22,7 @@ use super::sql::{params, Sql};
 use super::tags::{insert_tags, read_tags};
 use super::write::{insert_experiment, refresh_campaign, ExperimentRow};
 use super::Store;
+use crate::stored::ExperimentStatus;
 
 /// What a merge did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -232,17 +233,12 @@ fn check_same(q: &mut dyn Sql, id: i64, src: &SourceExperiment) -> Result<()> {
 
 /// A copy of a finished experiment finishes an unfinished one.
 fn adopt_status(q: &mut dyn Sql, id: i64, src: &ExperimentRow) -> Result<()> {
-    let rank = |s: &str| match s {
-        "complete" => 3,
-        "failed" | "interrupted" => 2,
-        _ => 1,
-    };
     let r = q.query_one("SELECT status FROM experiments WHERE id = ?1", params![id])?;
-    let status: String = r.get(0)?;
-    if rank(&src.status) > rank(&status) {
+    let status: ExperimentStatus = r.get(0)?;
+    if src.status.progress() > status.progress() {
         q.execute(
             "UPDATE experiments SET status = ?1, finished_at = ?2 WHERE id = ?3",
-            params![src.status.as_str(), src.finished_at.clone(), id],
+            params![src.status, src.finished_at.clone(), id],
         )?;
     }
     Ok(())

@@ -18,6 +18,7 @@ pub mod campaign;
 mod columns;
 pub mod export;
 mod extras;
+mod kernels;
 mod location;
 mod machines;
 pub mod merge;

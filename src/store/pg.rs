@@ -15,7 +15,7 @@ use postgres::error::SqlState;
 use postgres::types::{to_sql_checked, IsNull, ToSql, Type};
 use postgres::{Client, Config, GenericClient, NoTls, Statement};
 
-use super::location::redact;
+use super::location::{conninfo_pairs, conninfo_text, is_postgres_url, redact};
 use super::sql::{Dialect, Row, Sql, Value};
 
 /// A PostgreSQL connection that comes back after the server went away:
@@ -34,9 +34,9 @@ pub struct Pg {
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Pg {
-    /// Parses `url` and connects.
+    /// Parses `url` (a URL or a keyword/value string) and connects.
     pub fn connect(url: &str) -> Result<Pg> {
-        let (config, tls) = parse_url(url)?;
+        let (config, tls) = parse_location(url)?;
         let mut pg = Pg { url: url.to_string(), config, tls, client: None, statements: HashMap::new() };
         pg.client()?;
         Ok(pg)
@@ -80,35 +80,44 @@ impl Pg {
     }
 }
 
-/// Splits fslab's own URL parameters off before the `postgres` crate (which
-/// rejects unknown ones) parses the rest.
+/// Splits fslab's own parameters off a URL or a keyword/value string before
+/// the `postgres` crate (which rejects unknown ones) parses the rest.
 ///
 /// `sslmode=require`, `verify-ca` and `verify-full` all mean TLS with the
 /// server certificate verified (chain and host name) against the system's
 /// roots plus `sslrootcert=FILE` if given: fslab never sends results over
 /// an unverified connection. `disable`, `prefer` and no `sslmode` connect
 /// without TLS.
-fn parse_url(url: &str) -> Result<(Config, Option<Arc<rustls::ClientConfig>>)> {
-    let loc = redact(url);
-    let (base, query) = url.split_once('?').unwrap_or((url, ""));
-    let mut kept = Vec::new();
+fn parse_location(location: &str) -> Result<(Config, Option<Arc<rustls::ClientConfig>>)> {
+    let loc = redact(location);
+    let own = |key: &str| key == "sslmode" || key == "sslrootcert";
+    // fslab's parameters (decoded), and the rest in the form it was given.
+    let (ours, rest, form): (Vec<(String, String)>, String, &str) = if is_postgres_url(location) {
+        let (base, query) = location.split_once('?').unwrap_or((location, ""));
+        let pairs = query.split('&').filter(|p| !p.is_empty()).map(|p| (p, p.split_once('=').unwrap_or((p, ""))));
+        let (ours, kept): (Vec<_>, Vec<_>) = pairs.partition(|(_, (key, _))| own(key));
+        let kept: Vec<&str> = kept.into_iter().map(|(pair, _)| pair).collect();
+        let rest = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+        (ours.into_iter().map(|(_, (k, v))| (k.to_string(), percent_decode(v))).collect(), rest, "URL")
+    } else {
+        let pairs = conninfo_pairs(location).map_err(|why| anyhow!("{loc}: {why}"))?;
+        let (ours, kept): (Vec<_>, Vec<_>) = pairs.into_iter().partition(|(key, _)| own(key));
+        (ours, conninfo_text(&kept, false), "keyword/value string")
+    };
     let mut tls = false;
     let mut root_cert = None;
-    for pair in query.split('&').filter(|p| !p.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        let decoded = percent_decode(value);
-        match key {
-            "sslmode" => match decoded.as_str() {
-                "disable" | "prefer" | "allow" => {}
-                "require" | "verify-ca" | "verify-full" => tls = true,
-                other => bail!("{loc}: unknown sslmode {other:?} (disable, prefer, require, verify-ca, verify-full)"),
-            },
-            "sslrootcert" => root_cert = Some(decoded),
-            _ => kept.push(pair),
+    for (key, value) in ours {
+        match (key.as_str(), value.as_str()) {
+            ("sslmode", "disable" | "prefer" | "allow") => {}
+            ("sslmode", "require" | "verify-ca" | "verify-full") => tls = true,
+            ("sslmode", other) => {
+                bail!("{loc}: unknown sslmode {other:?} (disable, prefer, require, verify-ca, verify-full)")
+            }
+            _ => root_cert = Some(value),
         }
     }
-    let rest = if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
-    let mut config: Config = rest.parse().map_err(|e| anyhow!("{loc} is not a valid PostgreSQL URL: {e}"))?;
+    // The crate's error says which option in its source: keep the chain.
+    let mut config: Config = rest.parse().with_context(|| format!("{loc} is not a valid PostgreSQL {form}"))?;
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(CONNECT_TIMEOUT);
     }
@@ -357,14 +366,27 @@ mod tests {
 
     #[test]
     fn url_parameters() {
-        let (c, tls) = parse_url("postgres://u@h:5433/d?sslmode=disable&connect_timeout=3").unwrap();
+        let (c, tls) = parse_location("postgres://u@h:5433/d?sslmode=disable&connect_timeout=3").unwrap();
         assert!(tls.is_none());
         assert_eq!(c.get_connect_timeout(), Some(&Duration::from_secs(3)));
         assert_eq!(c.get_dbname(), Some("d"));
-        let e = format!("{:#}", parse_url("postgres://u:pw@h/d?sslmode=bogus").unwrap_err());
+        let e = format!("{:#}", parse_location("postgres://u:pw@h/d?sslmode=bogus").unwrap_err());
         assert!(e.contains("unknown sslmode") && !e.contains("pw"), "{e}");
-        let e = format!("{:#}", parse_url("postgres://h/d?sslmode=require&sslrootcert=/no/such.pem").unwrap_err());
+        let e = format!("{:#}", parse_location("postgres://h/d?sslmode=require&sslrootcert=/no/such.pem").unwrap_err());
         assert!(e.contains("/no/such.pem"), "{e}");
+        // The keyword/value form, with fslab's own parameters taken off.
+        let text = "host=h port=5433 dbname=d user=u password='p w' sslmode=disable connect_timeout=3";
+        let (c, tls) = parse_location(text).unwrap();
+        assert!(tls.is_none());
+        assert_eq!((c.get_dbname(), c.get_user(), c.get_password()), (Some("d"), Some("u"), Some(&b"p w"[..])));
+        assert_eq!(c.get_ports(), [5433]);
+        assert_eq!(c.get_connect_timeout(), Some(&Duration::from_secs(3)));
+        let e = format!("{:#}", parse_location("host=h password=pw sslmode=bogus").unwrap_err());
+        assert!(e.contains("unknown sslmode") && !e.contains("pw "), "{e}");
+        let e = format!("{:#}", parse_location("host=h password=pw service=x").unwrap_err());
+        assert!(e.contains("unknown option `service`") && e.contains("password=***") && !e.contains("=pw"), "{e}");
+        let e = format!("{:#}", parse_location("host=h sslmode=require sslrootcert='/no/such file.pem'").unwrap_err());
+        assert!(e.contains("/no/such file.pem"), "{e}");
         assert_eq!(percent_decode("-csearch_path%3Dx"), "-csearch_path=x");
     }
 }

@@ -19,7 +19,7 @@ struct SummaryDb {
     id: i64,
     name: String,
     created_at: String,
-    status: String,
+    status: ExperimentStatus,
     runs_ok: usize,
     runs_failed: usize,
     uuid: Option<String>,
@@ -63,14 +63,13 @@ impl Store {
             };
             let seed =
                 e.seed.parse().with_context(|| format!("experiment {id} in {loc} has a bad seed {:?}", e.seed))?;
-            let status: ExperimentStatus = e.status.parse().with_context(|| format!("experiment {id} in {loc}"))?;
             Ok(StoredExperiment {
                 id: e.id,
                 uuid: e.uuid.unwrap_or_default(),
                 name: e.name,
                 created_at: e.created_at,
                 finished_at: e.finished_at,
-                status,
+                status: e.status,
                 spec_path: e.spec_path,
                 spec_hash: e.spec_hash,
                 spec_text: e.spec_text,
@@ -133,8 +132,7 @@ impl Store {
             .with_context(|| format!("cannot list experiments in {loc}"))?;
         rows.into_iter()
             .map(|(r, tags)| {
-                let stored: ExperimentStatus =
-                    r.status.parse().with_context(|| format!("experiment {} in {loc}", r.id))?;
+                let stored = r.status;
                 let status = if stored == ExperimentStatus::Running {
                     // Only a running one needs its owner, from its environment.
                     let env: StoredEnvironment = self

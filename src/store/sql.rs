@@ -20,6 +20,8 @@ use std::rc::Rc;
 use anyhow::{anyhow, bail, Context, Result};
 use rusqlite::types::{ToSqlOutput, ValueRef};
 
+use crate::stored::ExperimentStatus;
+
 /// Which SQL the backend speaks, where it matters (DDL, locking).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dialect {
@@ -64,6 +66,11 @@ impl From<&str> for Value {
 impl From<String> for Value {
     fn from(v: String) -> Self {
         Value::Text(v)
+    }
+}
+impl From<ExperimentStatus> for Value {
+    fn from(v: ExperimentStatus) -> Self {
+        Value::from(v.as_str())
     }
 }
 impl From<&String> for Value {
@@ -203,6 +210,11 @@ impl FromValue for String {
             Value::Text(s) => Ok(s.clone()),
             other => bail!("expected text, found {other:?}"),
         }
+    }
+}
+impl FromValue for ExperimentStatus {
+    fn from_value(v: &Value) -> Result<Self> {
+        String::from_value(v)?.parse()
     }
 }
 impl<T: FromValue> FromValue for Option<T> {

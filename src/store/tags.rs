@@ -1,7 +1,12 @@
 //! Experiment tags: `key=value` labels (`fslab run --tag`, plus automatic
 //! ones) that `history` and `compare --experiments` select experiments by.
 //! A key may carry several values (a campaign run on three hosts has three
-//! `hostname` tags).
+//! `hostname` tags). `fslab run` records the user's `--tag key=value` and
+//! the automatic ones (kernel release, host name, fslab version, and
+//! `machine`, a short hash of the hardware without the kernel); a user tag
+//! replaces the automatic tag of the same key.
+
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 
@@ -15,6 +20,8 @@ pub const TAG_KERNEL: &str = "kernel";
 pub const TAG_HOSTNAME: &str = "hostname";
 /// Tag key for the fslab version that ran it.
 pub const TAG_FSLAB: &str = "fslab";
+/// Tag key for the hardware identity ([`Machine::hardware`], 12 hex digits).
+pub const TAG_MACHINE: &str = "machine";
 
 /// Parses `key=value` (as given to `--tag`). Keys are 1–64 characters of
 /// `a-z`, `0-9`, `_`, `-`, `.`; values are any text (possibly empty) up to
@@ -46,6 +53,22 @@ pub fn automatic_tags(machine: &Machine) -> Vec<(String, String)> {
         (TAG_HOSTNAME.to_string(), machine.hostname.clone()),
         (TAG_FSLAB.to_string(), env!("CARGO_PKG_VERSION").to_string()),
     ]
+}
+
+/// The automatic tags of this machine, with the testbed's disk under `backing`.
+fn this_machine_tags(backing: &Path) -> Vec<(String, String)> {
+    let existing = backing.ancestors().find(|p| p.exists()).unwrap_or(Path::new("/"));
+    let m = Machine::capture(Some(existing));
+    let mut tags = automatic_tags(&m);
+    tags.push((TAG_MACHINE.to_string(), m.hardware().chars().take(12).collect()));
+    tags
+}
+
+/// `user` tags plus the automatic ones whose key the user did not give.
+fn merged(user: &[(String, String)], automatic: Vec<(String, String)>) -> Vec<(String, String)> {
+    let mut tags = user.to_vec();
+    tags.extend(automatic.into_iter().filter(|(k, _)| !user.iter().any(|(u, _)| u == k)));
+    tags
 }
 
 pub(super) fn insert_tags(q: &mut dyn Sql, experiment_id: i64, tags: &[(String, String)]) -> Result<usize> {
@@ -85,6 +108,12 @@ impl Store {
         Ok(())
     }
 
+    /// Records `user` and this machine's automatic tags (its disk under
+    /// `workdir`) on experiment `experiment_id`: what `fslab run` tags.
+    pub fn tag_experiment(&mut self, experiment_id: i64, user: &[(String, String)], workdir: &Path) -> Result<()> {
+        self.add_tags(experiment_id, &merged(user, this_machine_tags(workdir)))
+    }
+
     /// An experiment's tags, sorted by key then value.
     pub fn tags(&self, experiment_id: i64) -> Result<Vec<(String, String)>> {
         let loc = self.location();
@@ -109,5 +138,27 @@ impl Store {
         sql.push_str(" ORDER BY e.id");
         self.read(|q| q.query(&sql, &params)?.iter().map(|r| r.get(0)).collect())
             .with_context(|| format!("cannot search tagged experiments in {loc}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_tag_replaces_the_automatic_one() {
+        let auto = vec![("kernel".to_string(), "6.1".to_string()), ("fslab".to_string(), "1".to_string())];
+        let user = vec![("kernel".to_string(), "6.18.4".to_string()), ("commit".to_string(), "abc".to_string())];
+        let t = merged(&user, auto);
+        assert_eq!(t.iter().filter(|(k, _)| k == "kernel").count(), 1);
+        assert!(t.contains(&("kernel".into(), "6.18.4".into())) && t.contains(&("fslab".into(), "1".into())));
+    }
+
+    #[test]
+    fn automatic_tags_name_this_machine() {
+        let t = this_machine_tags(Path::new("/var/tmp/fslab-not-created/x"));
+        for key in [TAG_KERNEL, TAG_HOSTNAME, TAG_FSLAB, TAG_MACHINE] {
+            assert!(t.iter().any(|(k, v)| k == key && !v.is_empty()), "{key} missing in {t:?}");
+        }
     }
 }

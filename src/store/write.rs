@@ -24,7 +24,7 @@ pub(super) struct ExperimentRow {
     pub name: String,
     pub created_at: String,
     pub finished_at: Option<String>,
-    pub status: String,
+    pub status: ExperimentStatus,
     pub spec_path: Option<String>,
     pub spec_text: String,
     pub spec_hash: String,
@@ -47,7 +47,7 @@ impl ExperimentRow {
             name: e.name.clone(),
             created_at: now_rfc3339(),
             finished_at: None,
-            status: ExperimentStatus::Running.as_str().into(),
+            status: ExperimentStatus::Running,
             spec_path: e.spec_path.clone(),
             spec_text: e.spec_text.clone(),
             spec_hash: e.spec_hash.clone(),
@@ -109,24 +109,22 @@ impl Store {
             .with_context(|| format!("cannot record experiment {:?} in {loc}", e.name))
     }
 
-    /// Sets an experiment's status (an [`ExperimentStatus`] or its name).
+    /// Sets an experiment's status.
     ///
     /// `complete`, `interrupted` and `failed` stamp `finished_at` with the
     /// current time; `running` (a resume) clears it. For a campaign's
     /// experiment, while this store's [`RecordingContext::shard`] is set, this
     /// ends that shard instead ([`Store::finish_shard`]) and the experiment
     /// is complete only when all shards are.
-    pub fn set_experiment_status(&mut self, id: i64, status: impl AsRef<str>) -> Result<()> {
+    pub fn set_experiment_status(&mut self, id: i64, status: ExperimentStatus) -> Result<()> {
         let loc = self.location();
-        let status: ExperimentStatus = status.as_ref().parse()?;
-        let status = status.as_str();
         if let Some(shard) = self.context.shard {
             let is_campaign = self.read(|q| shard_count(q, id)).map_err(|e| anyhow!("{e:#} in {loc}"))?.is_some();
             if is_campaign {
                 return self.finish_shard(id, shard.index, status);
             }
         }
-        let finished_at = (status != "running").then(now_rfc3339);
+        let finished_at = status.is_finished().then(now_rfc3339);
         let changed = self
             .write(|q| {
                 q.execute(

@@ -14,6 +14,7 @@ pub mod device_optin;
 pub mod filesystem;
 pub mod image;
 pub mod loopdev;
+pub mod model_device;
 pub mod mount;
 pub mod space;
 pub mod tuning;
@@ -32,6 +33,7 @@ use crate::sys::marker::create_marked_dir;
 pub use config::{ImageOptions, TestbedConfig, Throttle};
 pub use device_optin::DeviceOptIn;
 pub use filesystem::{FsKind, Medium};
+pub use model_device::ModelDevice;
 pub use workdirs::DEFAULT_WORKDIR;
 
 /// Where a `dir:` testbed's workload runs, inside its fslab-owned directory.
@@ -168,7 +170,7 @@ impl Testbed {
         fs::create_dir(&self.mountpoint).with_context(|| format!("creating {}", self.mountpoint.display()))?;
         if config.fs == FsKind::Tmpfs {
             let options = join_options(&format!("size={}", config.size.0), &config.mount);
-            mount::mount("tmpfs", name, &self.mountpoint, &options)?;
+            crate::sys::mount::mount("tmpfs", name, &self.mountpoint, &options)?;
             self.mounted = true;
             return self.read_back(&config.mount);
         }
@@ -204,7 +206,7 @@ impl Testbed {
         drop(claimed);
         run_tool(program, &args).context(format!("formatting {dev_str} as {}", config.fs))?;
 
-        mount::mount(config.fs.fstype(), dev_str, &self.mountpoint, &config.mount)?;
+        crate::sys::mount::mount(config.fs.fstype(), dev_str, &self.mountpoint, &config.mount)?;
         self.mounted = true;
         self.read_back(&config.mount)?;
         self.tune(config, name, &dev, &kernel_name)
@@ -282,7 +284,7 @@ impl Testbed {
         self.device_name = Some(kernel_name.clone());
         let dev_str = dev.to_str().context("device path is not UTF-8")?;
         let requested = join_options("ro", &config.mount);
-        if let Err(e) = mount::mount(config.fs.fstype(), dev_str, &self.mountpoint, &requested) {
+        if let Err(e) = crate::sys::mount::mount(config.fs.fstype(), dev_str, &self.mountpoint, &requested) {
             return Err(match format.mount_failure_hint(&config.mount) {
                 Some(hint) => e.context(hint),
                 None => e,
@@ -399,7 +401,7 @@ impl Testbed {
             }
         }
         if self.mounted {
-            match mount::unmount(&self.mountpoint) {
+            match crate::sys::mount::unmount(&self.mountpoint) {
                 Ok(()) => self.mounted = false,
                 Err(e) => errors.push(format!("{e:#}")),
             }

@@ -1,43 +1,12 @@
-//! Mounting, reading back the effective options, unmounting.
+//! What a mount turned out to be: the effective options read back and
+//! checked against the requested ones, mount points under a directory.
+//! Mounting and unmounting themselves are [`crate::sys::mount`]'s.
 
 use std::path::Path;
-use std::thread;
-use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 
 use crate::record::MountFacts;
-use crate::sys::exec::run_tool;
-
-/// `mount -t FSTYPE [-o OPTIONS] SOURCE TARGET`, arguments passed as a list.
-pub fn mount(fstype: &str, source: &str, target: &Path, options: &str) -> Result<()> {
-    let target_str = target.to_str().context("mount point is not UTF-8")?;
-    let mut args = vec!["-t", fstype];
-    if !options.is_empty() {
-        args.extend(["-o", options]);
-    }
-    args.extend([source, target_str]);
-    run_tool("mount", &args).map(drop)
-}
-
-/// Unmount, retrying while the filesystem is briefly busy.
-pub fn unmount(target: &Path) -> Result<()> {
-    let target_str = target.to_str().context("mount point is not UTF-8")?;
-    let mut last_error = None;
-    for attempt in 0..20u64 {
-        if facts(target)?.is_none() {
-            return Ok(());
-        }
-        match run_tool("umount", &[target_str]) {
-            Ok(_) => return Ok(()),
-            Err(e) => {
-                last_error = Some(e);
-                thread::sleep(Duration::from_millis(50 * (attempt + 1).min(10)));
-            }
-        }
-    }
-    Err(last_error.unwrap()).context(format!("unmounting {target_str}"))
-}
 
 /// One line of `/proc/self/mountinfo` (the shared parser's type).
 pub use crate::sys::mountinfo::MountInfo as MountInfoLine;

@@ -114,6 +114,10 @@ pub struct VmConfig {
     /// per run. False keeps the plain count alone.
     #[serde(default = "attribute_by_default")]
     pub profile: bool,
+    /// The object directory of a kernel fslab built: profiles group its
+    /// functions by source directory (when it holds this very build).
+    #[serde(default)]
+    pub objects: Option<PathBuf>,
 }
 
 fn attribute_by_default() -> bool {
@@ -135,6 +139,7 @@ impl Default for VmConfig {
             agent: None,
             disk_media: None,
             profile: true,
+            objects: None,
         }
     }
 }

@@ -338,6 +338,8 @@ pub struct Profiler {
     seen: Option<std::time::SystemTime>,
     /// Why the map is missing, for the profile's notes.
     problem: Option<String>,
+    /// Other things the profile's `symbols` should say (objects not read).
+    notes: Vec<String>,
 }
 
 impl Profiler {
@@ -358,12 +360,31 @@ impl Profiler {
             };
             m
         });
-        Profiler { map, system_map, objects: None, seen: None, problem }
+        Profiler { map, system_map, objects: None, seen: None, problem, notes: Vec::new() }
     }
 
-    /// Group kernel functions by the objects of the built kernel's object directory.
-    pub fn with_objects(mut self, objects: ObjectMap) -> Profiler {
-        self.objects = Some(objects);
+    /// Group kernel functions by the source directories of a built
+    /// kernel's objects, from its object directory `objdir`, when that
+    /// holds this very build (its System.map is the kernel's: the directory
+    /// is shared by every config of a tree and holds the last one built).
+    /// Otherwise, or when reading fails, the functions stay ungrouped and
+    /// the profile's `symbols` says why.
+    pub fn with_objects(mut self, kernel: &KernelArtifacts, objdir: &Path) -> Profiler {
+        let same = kernel
+            .system_map()
+            .and_then(|m| std::fs::read(m).ok())
+            .is_some_and(|ours| std::fs::read(objdir.join("System.map")).is_ok_and(|theirs| theirs == ours));
+        let read = match same {
+            true => ObjectMap::read(objdir),
+            false => Err(anyhow::anyhow!(
+                "{} holds another build of the tree than this kernel: functions are not grouped by directory",
+                objdir.display()
+            )),
+        };
+        match read {
+            Ok(objects) => self.objects = Some(objects),
+            Err(e) => self.notes.push(format!("{e:#}")),
+        }
         self
     }
 
@@ -429,6 +450,7 @@ impl Profiler {
             (None, Some(p)) => format!("no symbols: {p}"),
             (None, None) => "no symbols: neither a System.map beside the image nor the guest's".to_string(),
         };
+        let source = std::iter::once(source).chain(self.notes.iter().cloned()).collect::<Vec<_>>().join("; ");
         attribute(blocks, self.map.as_ref(), self.objects.as_ref(), &source)
     }
 }
@@ -482,6 +504,37 @@ mod tests {
         assert_eq!(vfs.unit.as_deref(), Some("fs"));
         let idle = p.entries.iter().find(|e| e.symbol == "do_idle").unwrap();
         assert_eq!(idle.unit, None);
+    }
+
+    /// A built kernel's object directory groups functions only when it holds
+    /// this build (the same System.map); otherwise the profile says why not.
+    #[test]
+    fn objects_of_another_build_are_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let (boot, obj) = (dir.path().join("boot"), dir.path().join("obj"));
+        std::fs::create_dir_all(&boot).unwrap();
+        std::fs::create_dir_all(&obj).unwrap();
+        std::fs::write(boot.join("System.map-x"), MAP).unwrap();
+        let kernel = KernelArtifacts {
+            image: boot.join("vmlinuz-x"),
+            modules_dir: None,
+            config: None,
+            release: "x".into(),
+            source: String::new(),
+            sha256: String::new(),
+            guest_dirs: vec![],
+            package: None,
+            build: None,
+        };
+        std::fs::write(obj.join("System.map"), format!("{MAP}ffffffff81000400 T another_build\n")).unwrap();
+        let mut other = Profiler::new(&kernel).with_objects(&kernel, &obj);
+        let p = other.profile(&blocks(), dir.path());
+        assert!(p.symbols.contains("holds another build of the tree than this kernel"), "{}", p.symbols);
+        assert!(p.entries.iter().all(|e| e.unit.is_none()));
+        std::fs::write(obj.join("System.map"), MAP).unwrap();
+        let mut same = Profiler::new(&kernel).with_objects(&kernel, &obj);
+        let p = same.profile(&blocks(), dir.path());
+        assert!(p.symbols.contains("has no vmlinux.a or built-in.a"), "the same build, read: {}", p.symbols);
     }
 
     /// A kernel with a System.map that KASLR placed 0x2a00000 higher: the

@@ -350,7 +350,11 @@ impl VmSession {
                             ",blocks={}",
                             check_path("session directory", &dir.join(icount::BLOCKS_FILE))?
                         ));
-                        session.profiler = Some(Profiler::new(kernel));
+                        let profiler = Profiler::new(kernel);
+                        session.profiler = Some(match &config.objects {
+                            Some(dir) => profiler.with_objects(kernel, dir),
+                            None => profiler,
+                        });
                     }
                     Some(option)
                 }

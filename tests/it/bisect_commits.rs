@@ -5,10 +5,12 @@
 //! user's checkout is untouched, the worktrees are gone afterwards, and a
 //! rerun reuses the stored steps.
 //!
-//! The commit dates are fixed so the commit ids, and with them the order
-//! git bisect visits commits in, are the same on every run. The layout was
-//! chosen (by simulating `git bisect run`) so that both the broken and the
-//! noisy commit are visited whether the noisy one ends good or undecided.
+//! The commit dates are fixed so the commit ids are the same on every run.
+//! The layout was chosen by simulating the step rule
+//! (`stats::multisect`, the middle candidate, the older one on a tie) so
+//! that both the broken and the noisy commit are visited, and the first
+//! bad one found, whether the noisy one ends good or undecided: the broken
+//! commit first (skipped), then the noisy one, then g5 and the first bad.
 
 use std::path::Path;
 use std::process::Command;
@@ -30,9 +32,9 @@ const COMMITS: &[(&str, &[f64])] = &[
     ("good end", GOOD),
     ("g1", GOOD),
     ("g2", GOOD),
-    ("broken", GOOD),
     // Between the ends, nearer the good one.
     ("noisy", &[0.15, 0.7, 0.3, 0.5, 0.2, 0.6]),
+    ("broken", GOOD),
     ("g5", GOOD),
     ("first bad", BAD),
     ("bad end", BAD),
@@ -159,4 +161,68 @@ fn timing_finds_the_first_bad_commit_skipping_a_broken_build_with_extra_rounds_f
         .experiments_tagged(&[("commit".into(), first_bad.into()), ("bisect".into(), r["id"].as_str().unwrap().into())])
         .unwrap();
     assert!(!tagged.is_empty());
+}
+
+/// `--fleet --parallel 2`: two processes running the same bisection against
+/// one store share its steps, each commit measured by whichever claims it
+/// first (the ends by one each), and both name the same first bad commit.
+#[test]
+fn timing_two_machines_of_a_fleet_share_a_bisection_through_the_store() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let dir = common::workdir("bisect-fleet");
+    let root = dir.path();
+    make_repo(&root.join("repo"));
+    std::fs::create_dir_all(root.join("bed")).unwrap();
+    common::write_spec(
+        root,
+        "bisect.toml",
+        &format!(
+            "name = \"bisect\"\nrepetitions = 3\nworkdir = \"{work}\"\n\n[[variant]]\nname = \"a\"\nfs = \"dir:{bed}\"\n\n\
+             [[workload]]\nkind = \"command\"\nname = \"w\"\ncommand = \"sh {{worktree}}/bench.sh # {{rev}}\"\n",
+            work = root.join("work").display(),
+            bed = root.join("bed").display()
+        ),
+    );
+    let machine = |n: usize| {
+        Command::new(common::fslab_bin())
+            .args(["bisect-commits", "--repo"])
+            .arg(root.join("repo"))
+            .args(["--good", "HEAD~7", "--bad", "main"])
+            .arg(root.join("bisect.toml"))
+            .args(["--build", "! test -e BROKEN && echo \"$FSLAB_REV\" > built", "--max-runs", "10", "--json"])
+            .args(["--fleet", "--parallel", "2", "--worktrees"])
+            .arg(root.join(format!("trees-{n}")))
+            .arg("--db")
+            .arg(root.join("results.db"))
+            .env_remove("FSLAB_DB")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (one, two) = (machine(1), machine(2));
+    let pids = [one.id() as i32, two.id() as i32];
+    let mut reports = Vec::new();
+    for child in [one, two] {
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        let r: Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{stderr}", String::from_utf8_lossy(&out.stdout)));
+        assert_eq!(out.status.code(), Some(0), "{r:#}\n{stderr}");
+        assert_eq!(r["first_bad"]["subject"], "first bad", "{r:#}\n{stderr}");
+        reports.push(r);
+    }
+    assert_eq!(reports[0]["id"], reports[1]["id"], "one bisection");
+    // Each process measured some commits of it: who created each experiment.
+    let store = fslab::store::Store::open_existing(&root.join("results.db")).unwrap();
+    let mut by = std::collections::BTreeMap::new();
+    for e in store.list_experiments().unwrap() {
+        let owner = store.experiment(e.id).unwrap().environment.owner.map(|o| o.pid);
+        *by.entry(owner).or_insert(0) += 1;
+    }
+    for pid in pids {
+        assert!(by.get(&Some(pid)).is_some_and(|n| *n > 0), "process {pid} measured nothing: {by:?}");
+    }
 }

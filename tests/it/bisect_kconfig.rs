@@ -14,9 +14,11 @@ use std::collections::BTreeMap;
 use std::process::{Command, Output};
 
 use fslab::bisect::kconfig::{step_request, Candidate};
-use fslab::kernel::build::{self, BuildRequest, BuildSource, ConfigBase};
+use fslab::kernel::build::{BuildRequest, ConfigBase};
 use fslab::kernel::debian::Archive;
 use fslab::kernel::kconfig::{self, Kconfig};
+use fslab::kernel::source::debian_source::DebianSource;
+use fslab::kernel::source::SourceKind;
 
 fn text(out: &Output) -> String {
     format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
@@ -167,14 +169,10 @@ fn a_choice_candidate_moves_its_siblings_with_it() {
     let set = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     };
-    let good = BuildRequest {
-        reference: "debian:5.10".into(),
-        source: BuildSource::Debian { archive: archive.root().to_path_buf(), package },
-        config: ConfigBase::Minimal,
-        set: set(&[("SQUASHFS_DECOMP_MULTI_PERCPU", "y")]),
-        patches: Vec::new(),
-    };
-    let prepared = build::prepare(&good, &kernel_cache()).unwrap_or_else(|e| panic!("{e:#}"));
+    let good = BuildRequest { config: ConfigBase::Minimal, set: set(&[("SQUASHFS_DECOMP_MULTI_PERCPU", "y")]) };
+    let source = DebianSource::prepare("debian:5.10", archive.root(), package, Vec::new(), &good, &kernel_cache())
+        .unwrap_or_else(|e| panic!("{e:#}"));
+    let prepared = &source.build;
     let k = Kconfig::read(&prepared.tree).unwrap();
     let choice = Candidate {
         name: "choice SQUASHFS_DECOMP_SINGLE | SQUASHFS_DECOMP_MULTI | SQUASHFS_DECOMP_MULTI_PERCPU".into(),
@@ -183,8 +181,10 @@ fn a_choice_candidate_moves_its_siblings_with_it() {
         bad: "SQUASHFS_DECOMP_SINGLE".into(),
         set: set(&[("SQUASHFS_DECOMP_SINGLE", "y")]),
     };
-    let step =
-        build::prepare(&step_request(&k, &good, &[&choice]), &kernel_cache()).unwrap_or_else(|e| panic!("{e:#}"));
+    let step = source
+        .with_request(&step_request(&k, &good, &[&choice]), &kernel_cache())
+        .unwrap_or_else(|e| panic!("{e:#}"))
+        .build;
     let config = kconfig::parse_config(&std::fs::read_to_string(step.config_path(&kernel_cache())).unwrap());
     assert_eq!(config["SQUASHFS_DECOMP_SINGLE"], "y");
     assert_eq!(config["SQUASHFS_DECOMP_MULTI_PERCPU"], "n", "good's member moves out with the choice");

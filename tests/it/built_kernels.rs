@@ -13,8 +13,10 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use fslab::kernel::build::{self, BuildRequest, BuildSource, ConfigBase, SetRejected};
+use fslab::kernel::build::{BuildRequest, ConfigBase, KernelBuild, SetRejected};
 use fslab::kernel::debian::Archive;
+use fslab::kernel::debian::Package;
+use fslab::kernel::source::debian_source::DebianSource;
 
 /// The experiment file the warm-up script builds (keep the test's kernel in step with it).
 pub fn fixture() -> PathBuf {
@@ -34,14 +36,14 @@ fn text(out: &Output) -> String {
     format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
 
-/// The 5.10 source package, or a skip (a failure under CI) without the network.
-fn source_5_10() -> Option<BuildSource> {
+/// The archive and its 5.10 source package, or a skip (a failure under CI) without the network.
+fn source_5_10() -> Option<(PathBuf, Package)> {
     if !common::root_or_skip() {
         return None;
     }
     let archive = Archive::at(&kernel_cache());
     match archive.resolve_source("5.10") {
-        Ok(package) => Some(BuildSource::Debian { archive: archive.root().to_path_buf(), package }),
+        Ok(package) => Some((archive.root().to_path_buf(), package)),
         Err(e) => {
             fslab::testsupport::skip(&format!("no Debian linux-source-5.10 (is the network down?): {e}"));
             None
@@ -49,18 +51,18 @@ fn source_5_10() -> Option<BuildSource> {
     }
 }
 
-fn request(source: &BuildSource, set: &[(&str, &str)]) -> BuildRequest {
-    BuildRequest {
-        reference: "debian:5.10".into(),
-        source: source.clone(),
+/// `debian:5.10` with `set`, prepared (its config made and read back).
+fn prepare(source: &(PathBuf, Package), set: &[(&str, &str)]) -> anyhow::Result<KernelBuild> {
+    let req = BuildRequest {
         config: ConfigBase::Minimal,
         set: set.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
-        patches: Vec::new(),
-    }
+    };
+    DebianSource::prepare("debian:5.10", &source.0, source.1.clone(), Vec::new(), &req, &kernel_cache())
+        .map(|s| s.build)
 }
 
-fn rejected(source: &BuildSource, set: &[(&str, &str)]) -> String {
-    let err = build::prepare(&request(source, set), &kernel_cache()).expect_err("the set must be rejected");
+fn rejected(source: &(PathBuf, Package), set: &[(&str, &str)]) -> String {
+    let err = prepare(source, set).expect_err("the set must be rejected");
     assert!(err.downcast_ref::<SetRejected>().is_some(), "not a rejected set: {err:#}");
     format!("{err:#}")
 }
@@ -72,8 +74,7 @@ fn rejected(source: &BuildSource, set: &[(&str, &str)]) -> String {
 #[test]
 fn set_options_are_applied_and_read_back_on_the_real_5_10_kconfig() {
     let Some(source) = source_5_10() else { return };
-    let ok = build::prepare(&request(&source, &[("SQUASHFS_DECOMP_MULTI_PERCPU", "y")]), &kernel_cache())
-        .unwrap_or_else(|e| panic!("{e:#}"));
+    let ok = prepare(&source, &[("SQUASHFS_DECOMP_MULTI_PERCPU", "y")]).unwrap_or_else(|e| panic!("{e:#}"));
     assert!(ok.version.starts_with("5.10.") && ok.release.starts_with("5.10."), "{ok:?}");
     assert_eq!(ok.package.as_ref().unwrap().name, "linux-source-5.10");
     let config = std::fs::read_to_string(ok.config_path(&kernel_cache())).unwrap();
@@ -84,7 +85,7 @@ fn set_options_are_applied_and_read_back_on_the_real_5_10_kconfig() {
     }
     assert!(!config.contains("\nCONFIG_MODULES=y\n"), "minimal builds everything in");
     // The same request gives the same config, hence the same cache key.
-    let again = build::prepare(&request(&source, &[("SQUASHFS_DECOMP_MULTI_PERCPU", "y")]), &kernel_cache()).unwrap();
+    let again = prepare(&source, &[("SQUASHFS_DECOMP_MULTI_PERCPU", "y")]).unwrap();
     assert_eq!((again.config_sha256, again.key), (ok.config_sha256.clone(), ok.key.clone()));
 
     let err = rejected(&source, &[("SQUASHFS_COMPILE_DECOMP_SINGLE", "y")]);

@@ -70,7 +70,7 @@ fn kernels_of_all_three_releases_resolve_by_version_and_the_host_apt_is_untouche
         }
     }
 
-    let k510 = archive.resolve(&wanted("debian:5.10")).unwrap().package;
+    let k510 = archive.resolve(&wanted("debian:5.10")).unwrap();
     assert!(k510.name.starts_with("linux-image-5.10.0-") && k510.name.ends_with("-amd64"), "{k510:?}");
     assert_eq!((k510.flavour.as_deref(), k510.release()), (None, "bullseye"), "{k510:?}");
     let newest_510 = index.iter().filter(|p| p.abi.starts_with("5.10.") && p.flavour.is_none()).max_by(|a, b| {
@@ -78,14 +78,15 @@ fn kernels_of_all_three_releases_resolve_by_version_and_the_host_apt_is_untouche
     });
     assert_eq!(Some(&k510.version), newest_510.map(|p| &p.version), "the newest 5.10 wins");
 
-    let rt = archive.resolve(&wanted("debian:6.1-rt")).unwrap().package;
+    let rt = archive.resolve(&wanted("debian:6.1-rt")).unwrap();
     assert!(rt.name.starts_with("linux-image-6.1.0-") && rt.name.ends_with("-rt-amd64"), "{rt:?}");
 
     // An exact ABI of trixie with its flavour names exactly that package.
     let trixie = index.iter().find(|p| p.release() == "trixie" && p.flavour.as_deref() == Some("cloud")).unwrap();
-    let exact = archive.resolve(&wanted(&format!("debian:{}-cloud", trixie.abi))).unwrap();
+    let reference = format!("debian:{}-cloud", trixie.abi);
+    let exact = fslab::kernel::source::debian_image::DebianImage::find(&reference, &kernel_cache()).unwrap();
     assert_eq!(exact.package.name, trixie.name);
-    assert_eq!(exact.reference, format!("debian:{}-cloud", trixie.abi));
+    assert_eq!(exact.reference, reference);
 
     // Lists younger than a day are reused: no apt run, the stamp stays.
     let stamp = archive.updated_at();
@@ -203,7 +204,11 @@ fn kernel_fetch_list_and_prune() {
     assert!(shown.contains("would remove source tree 00c0ffee00c0ffee"), "{shown}");
     assert_eq!(fslab::kernel::cache::entries(&cache).unwrap().len(), 1, "a dry run removes nothing");
     assert!(builds.join("obj-00c0ffee00c0ffee").is_dir(), "a dry run removes nothing");
+    // Without --yes prune only says what it would remove (issue 28.5).
     let out = fslab_with_cache(&cache, &["kernel", "prune", "--db", db.to_str().unwrap()]);
+    assert!(out.status.success() && text(&out).contains("remove with --yes"), "{}", text(&out));
+    assert_eq!(fslab::kernel::cache::entries(&cache).unwrap().len(), 1, "prune without --yes removes nothing");
+    let out = fslab_with_cache(&cache, &["kernel", "prune", "--yes", "--db", db.to_str().unwrap()]);
     assert!(out.status.success(), "{}", text(&out));
     assert!(fslab::kernel::cache::entries(&cache).unwrap().is_empty());
     assert!(fslab::kernel::build::build_dirs(&cache).is_empty(), "the tree and its build directories are gone");

@@ -96,10 +96,34 @@ fn device_evidence_is_compared_beside_the_verdict_and_decides_only_when_named() 
         .filter_map(|w| decided.split(&format!(" {w}")).next()?.rsplit(' ').next()?.parse::<usize>().ok())
         .sum();
     assert_eq!(counted, 3, "the headline counts more than the 3 decisive rows: {decided}");
-    assert!(text.contains("Evidence (compared like metrics; decides only when named in `decisive`):"), "{text}");
-    assert!(text.contains("evidence (decides only when named in `decisive`):"), "{text}");
-    assert!(text.contains("[evidence] sync vs async: plain/disk/writes"), "{text}");
-    assert!(text.contains("[evidence, decisive] sync vs async: named/disk/writes"), "{text}");
+    // The answer (issue 28 item 8): the decisive rows, `named/disk/writes`
+    // among them, then the evidence that changed without deciding.
+    let (decisive, changed) = text.split_once(" changed, decides nothing").expect(&text);
+    assert!(decisive.lines().any(|l| l.trim_start().starts_with("named/disk/writes")), "{text}");
+    // Those are the rows that changed without deciding, the largest changes first, five at most.
+    let size = |r: &&serde_json::Value| r["change_pct"].as_f64().map_or(-1.0, f64::abs);
+    let mut expected: Vec<&serde_json::Value> = rows
+        .iter()
+        .filter(|r| r["decisive"] == false && (r["verdict"] == "regressed" || r["verdict"] == "improved"))
+        .collect();
+    expected.sort_by(|a, b| size(b).total_cmp(&size(a)));
+    assert!(expected.iter().any(|r| r["workload"] == "plain" && r["metric"] == "disk/writes"), "{out}");
+    let listed: Vec<String> = changed.lines().skip(1).take_while(|l| !l.is_empty()).map(str::to_string).collect();
+    assert_eq!(listed.len(), expected.len().min(5), "{text}");
+    for (line, r) in listed.iter().zip(&expected) {
+        let name = format!("{}/{}", r["workload"].as_str().unwrap(), r["metric"].as_str().unwrap());
+        assert!(line.trim_start().starts_with(&name), "expected {name}:\n{text}");
+        assert!(line.trim_end().ends_with(r["verdict"].as_str().unwrap()), "{line}");
+    }
+    assert!(!text.contains(" n=6+6 ") && text.contains("--full"), "{text}");
+    // Every row, with its group and role, behind --full.
+    let (full, err, code) = fslab(&["compare", "--full"], &db);
+    assert_eq!(code, 0, "{err}");
+    assert!(full.contains("Evidence (compared like metrics; decides only when named in `decisive`):"), "{full}");
+    assert!(full.contains("evidence (decides only when named in `decisive`):"), "{full}");
+    assert!(full.contains("[evidence] sync vs async: plain/disk/writes"), "{full}");
+    assert!(full.contains("[evidence, decisive] sync vs async: named/disk/writes"), "{full}");
+    assert_eq!(full.matches(" n=6+6 ").count(), rows.len(), "a detail line per JSON row: {full}");
 
     let (md, err, code) = fslab(&["report", "--format", "markdown"], &db);
     assert_eq!(code, 0, "{err}");

@@ -12,6 +12,7 @@ use fslab::experiment;
 use fslab::runner::{self, RunOptions, Silent};
 use fslab::stats::{CompareConfig, Verdict};
 use fslab::store::Store;
+use fslab::stored::ExperimentStatus;
 
 /// These tests measure; running them one at a time keeps them from adding
 /// noise to each other on a 2-core machine.
@@ -149,7 +150,7 @@ fn resume_finishes_without_repeating_runs() {
     let store = Store::open(&db).unwrap();
     let experiments = store.list_experiments().unwrap();
     assert_eq!(experiments.len(), 1, "resume must continue the same experiment");
-    assert_eq!(experiments[0].status, "complete");
+    assert_eq!(experiments[0].status, ExperimentStatus::Complete);
     let runs = store.runs(experiments[0].id).unwrap();
     let mut seqs: Vec<usize> =
         runs.iter().filter(|r| r.status == fslab::record::RunStatus::Ok).map(|r| r.seq).collect();

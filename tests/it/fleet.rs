@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use fslab::record::RunStatus;
 use fslab::store::Store;
+use fslab::stored::ExperimentStatus;
 
 use crate::common;
 
@@ -123,7 +124,7 @@ fn four_shards_in_parallel_store_the_whole_matrix_once() {
     let list = store.list_experiments().unwrap();
     assert_eq!(list.len(), 1, "all shards join one experiment: {list:?}");
     let id = list[0].id;
-    assert_eq!(list[0].status, "complete");
+    assert_eq!(list[0].status, ExperimentStatus::Complete);
     let runs = stored(&store, id);
     assert_eq!(runs.keys().copied().collect::<Vec<_>>(), (0..20).collect::<Vec<_>>());
     assert!(runs.values().all(|(s, _)| *s == RunStatus::Ok), "{runs:?}");
@@ -169,13 +170,13 @@ fn a_killed_shard_continues_where_it_stopped() {
     assert!(err.contains(&format!("{before} already done")), "{err}");
     let status = store.campaign_status(id).unwrap().unwrap();
     assert_eq!(status.describe(), "campaign fleet-test: 1/2 shards complete; missing 2");
-    assert_eq!(store.experiment(id).unwrap().status, "running", "shard 2 has not run yet");
+    assert_eq!(store.experiment(id).unwrap().status, ExperimentStatus::Running, "shard 2 has not run yet");
 
     ended("shard 2", shard(&spec, &db.url, 2, 2).wait_with_output().unwrap());
     let runs = stored(&store, id);
     assert_eq!(runs.keys().copied().collect::<Vec<_>>(), (0..8).collect::<Vec<_>>());
     assert!(runs.values().all(|(s, _)| *s == RunStatus::Ok));
-    assert_eq!(store.experiment(id).unwrap().status, "complete");
+    assert_eq!(store.experiment(id).unwrap().status, ExperimentStatus::Complete);
 }
 
 #[test]
@@ -207,7 +208,7 @@ fn adaptive_shards_add_rounds_only_in_their_own_slice() {
         assert_eq!(runs.iter().filter(|r| r.round == round).count(), 2);
     }
     assert!(runs.len().is_multiple_of(2));
-    assert_eq!(store.experiment(id).unwrap().status, "complete");
+    assert_eq!(store.experiment(id).unwrap().status, ExperimentStatus::Complete);
 }
 
 /// A PostgreSQL server of this test's own, so it can be stopped mid-run;

@@ -185,3 +185,45 @@ fn run_prints_its_comparison_as_json() {
     assert!(formatted.iter().any(|(a, b, _)| a == "a" && b == "b"), "{formatted:?}");
     assert_eq!(rows(&["--json"]), formatted);
 }
+
+/// Issue 28 item 8: `fslab run` prints the answer first (the decision, the
+/// decisive metric's verdict) and one line naming the command that shows
+/// the rest, which works as printed; `--full` adds every row with its
+/// detail line, as many as `--format json` has rows.
+#[test]
+fn run_prints_the_answer_first_and_full_prints_every_row() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let dir = common::workdir("fslab-formats-answer");
+    let spec = run_spec(dir.path());
+    let db = dir.path().join("answer.db");
+    let (spec, db) = (spec.to_str().unwrap(), db.to_str().unwrap());
+    let json_rows = |id: &str| -> usize {
+        let text = fslab(&["compare", "--db", db, "--experiment", id, "--format", "json"]);
+        serde_json::from_str::<Value>(&text).unwrap().as_array().unwrap().len()
+    };
+
+    let text = fslab(&["run", spec, "--db", db]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("experiment 1 `formats`"), "{text}");
+    assert!(lines[1].starts_with("Decided: ") || lines[1].starts_with("Nothing decided: "), "{text}");
+    assert!(lines[3].trim_start().starts_with("decisive ") && lines[3].contains(" verdict"), "{text}");
+    let row = lines[4].split_whitespace().collect::<Vec<_>>();
+    assert_eq!(row[..2], ["w/wall_s", "b"], "{text}");
+    assert!(!text.contains(" n=2+2 "), "detail lines without --full:\n{text}");
+    // The way to the rest, run as printed.
+    let more: Vec<&str> = lines.iter().copied().filter(|l| l.contains("--full")).collect();
+    assert_eq!(more.len(), 1, "{text}");
+    let command = more[0].split('`').nth(1).expect(more[0]);
+    assert_eq!(command, format!("fslab compare --experiment 1 --db {db} --full"), "{text}");
+    let words = shlex::split(command).unwrap();
+    let full = fslab(&words[1..].iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(full.starts_with(&lines[..5].join("\n")), "--full does not open with the answer:\n{full}");
+    assert_eq!(full.matches(" n=2+2 ").count(), json_rows("1"), "{full}");
+
+    // `run --full` prints the same for the experiment it ran.
+    let text = fslab(&["run", spec, "--db", db, "--full"]);
+    assert!(text.starts_with("experiment 2 `formats`") && !text.contains("--full"), "{text}");
+    assert_eq!(text.matches(" n=2+2 ").count(), json_rows("2"), "{text}");
+}

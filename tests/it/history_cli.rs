@@ -142,7 +142,12 @@ fn timing_compare_history_and_check_across_experiments() {
     assert_eq!(row["verdict"], "regressed", "{pooled:#}");
     assert_eq!(pooled["groups"][0]["experiments"].as_array().unwrap().len(), 6);
     let text = fslab(&lab.db, &["compare", "--by", "build", "--baseline", "new"]);
-    assert!(text.stdout.contains("build=new") && text.stdout.contains("verdict build=old"), "{}", text.stdout);
+    let old = text.stdout.lines().find(|l| l.trim_start().starts_with("w/wall_s")).unwrap_or_default();
+    assert!(text.stdout.contains("baseline build=new") && old.contains(" build=old "), "{}", text.stdout);
+    let rest = format!("`fslab compare --by build --baseline new --db {} --full`", lab.db.display());
+    assert!(text.stdout.contains(&rest), "{rest} missing:\n{}", text.stdout);
+    let full = fslab(&lab.db, &["compare", "--by", "build", "--baseline", "new", "--full"]);
+    assert!(full.stdout.contains("verdict build=old"), "{}", full.stdout);
     // Tags recorded automatically beside --tag.
     let tags = &h.json()["points"][0]["tags"];
     for key in ["kernel", "hostname", "fslab", "machine", "build"] {

@@ -28,6 +28,8 @@ mod fsinternal;
 mod history_cli;
 mod inspect_cli;
 mod iostat_logs;
+mod kernel_bisect;
+mod kernel_cache;
 mod kernels;
 mod layers;
 mod lifecycle;

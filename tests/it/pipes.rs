@@ -104,7 +104,7 @@ fn closed_pipes_neither_panic_nor_stop_an_experiment() {
     let db = dir.path().join("stderr.db");
     let e = with_closed(&["run", spec, "--db", db.to_str().unwrap()], false);
     assert_quiet_exit("run with stderr closed", &e);
-    assert!(e.other.contains("verdict b"), "comparison not printed:\n{}", e.other);
+    assert!(e.other.contains("decisive  variant"), "comparison not printed:\n{}", e.other);
     assert_stored_complete(&db);
 
     let db = db.to_str().unwrap();

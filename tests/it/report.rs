@@ -253,6 +253,9 @@ fn markdown_is_a_compact_escaped_summary(f: &Fixture) {
     let md = markdown::render_markdown(&data);
     assert!(md.contains("### Verdicts") && md.contains("### Variants") && md.contains("### Environment"));
     assert!(!md.contains("<script") && md.contains("&lt;script&gt;"));
+    // The variants as stored, read as their type: no medium, the throttle given.
+    assert!(md.lines().any(|l| l.starts_with("| device | none |")), "{md}");
+    assert!(md.lines().any(|l| l.starts_with("| throttle |") && l.contains("write 16 MiB/s")), "{md}");
     // The workload's rows; evidence has its own table after them.
     let rows: Vec<ComparisonRow> = verdict_rows(f).into_iter().filter(|r| !r.evidence).collect();
     // Header, separator and one line per verdict row.

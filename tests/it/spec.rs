@@ -112,6 +112,9 @@ fn bad_input_names_file_line_and_key() {
         ("name = \"x\"\n[[variant]]\nname = \"a,b\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "letters, digits and `. _ - = +`"),
         ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\nname = \"../../w\"\n", ":7:", "name"),
         ("name = \"x\"\n[[variant]]\nname = \"a\\u0007\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "name"),
+        // A leading `-` would be taken for a flag (`--variants -a`, `--baseline -a`; issue 28 item 6).
+        ("name = \"x\"\n[[variant]]\nname = \"-a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:8: `name`", "starts with `-`"),
+        ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\nname = \"--w\"\n", ":7:8: `name`", "starts with `-`"),
         ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\ndevice = { model = \"floppy\" }\n[[workload]]\nkind = \"untar\"\n", ":5:", "device.model"),
         ("name = \"x\"\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\ndevice = { model = \"sdcard\", rpm = 5400 }\n[[workload]]\nkind = \"untar\"\n", ":5:", "device.rpm"),
         ("name = \"x\"\n[defaults]\ndevice = { model = \"hdd\", seek_full = \"fast\" }\n[[variant]]\nname = \"a\"\nfs = \"ext4\"\n[[workload]]\nkind = \"untar\"\n", ":3:", "device.seek_full"),
@@ -198,4 +201,67 @@ kind = "untar"
         "hdd(rpm=7200, seek_full=15000us, seek_track=1000us, mbps=150)"
     );
     assert_eq!(exp.variants[2].testbed.device.as_ref().unwrap().to_string(), "passthrough");
+}
+
+/// The dry run shows each variant's `device`: the preset and its model,
+/// what the file changed, or a model given in full; in text and JSON
+/// (issue 28 item 6).
+#[test]
+fn dry_run_shows_each_variants_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("media.toml");
+    let text = r#"
+name = "media"
+repetitions = 1
+[defaults]
+fs = "ext4"
+[[variant]]
+name = "bare"
+[[variant]]
+name = "card"
+device = { model = "sdcard" }
+[[variant]]
+name = "faster-card"
+device = { model = "sdcard", open_aus = 4, write_mbps = 12.5 }
+[[variant]]
+name = "disk"
+device = { model = "hdd", rpm = 7200, seek_full = "15ms", seek_track = "1ms", mbps = 110 }
+[[variant]]
+name = "own"
+device = { model = "ssd", read_mbps = 500, write_mbps = 400, read_latency = "90us", write_latency = "30us" }
+[[workload]]
+kind = "command"
+command = "true"
+"#;
+    std::fs::write(&path, text).unwrap();
+    let dry_run = |format: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_fslab"))
+            .args(["run", "--dry-run", "--format", format])
+            .arg(&path)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let text = dry_run("text");
+    let devices: Vec<&str> = text.lines().filter(|l| l.trim_start().starts_with("device:")).collect();
+    assert_eq!(
+        devices,
+        [
+            "    device: sdcard (flash model preset)",
+            "    device: sdcard (flash model preset) with open_aus=4 write_mbps=12.5",
+            "    device: hdd preset with rpm=7200 seek_full=15000us",
+            "    device: ssd preset with read_mbps=500 write_mbps=400",
+        ],
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&dry_run("json")).unwrap();
+    let variants = json["variants"].as_array().unwrap();
+    assert_eq!(variants.len(), 5);
+    assert!(variants[0]["device"].is_null());
+    let faster = &variants[2]["device"];
+    assert_eq!((faster["name"].as_str(), faster["params"]["model"].as_str()), (Some("sdcard"), Some("flash")));
+    assert_eq!(faster["params"]["open_aus"], 4);
+    assert_eq!(faster["changed"], serde_json::json!({ "open_aus": "4", "write_mbps": "12.5" }));
+    assert_eq!(variants[1]["device"]["changed"], serde_json::json!({}));
 }

@@ -8,6 +8,7 @@ use std::process::Command;
 use fslab::metric::Metric;
 use fslab::record::{RunRecord, RunStatus};
 use fslab::store::{NewExperiment, Store, VariantRow, WorkloadRow};
+use fslab::stored::ExperimentStatus;
 
 use crate::common::fslab_bin;
 
@@ -53,7 +54,7 @@ fn store_with_runs(path: &Path, runs: usize, value: f64) {
         };
         store.record_run(e, &run).unwrap();
     }
-    store.set_experiment_status(e, "complete").unwrap();
+    store.set_experiment_status(e, ExperimentStatus::Complete).unwrap();
 }
 
 #[test]
@@ -165,6 +166,40 @@ fn db_takes_a_postgres_url() {
     assert!(out.status.success() && text.contains("2 ok") && text.contains("cli"), "{text}");
     let (ok, out, err) = fslab(&["export", "--format", "csv", "--db", &db_url]);
     assert!(ok && out.starts_with("experiment_id,experiment,run_seq"), "{out}{err}");
+}
+
+/// A libpq keyword/value string is a PostgreSQL location, not an SQLite
+/// file name (issue 28 item 6): nothing named after it is created, by a
+/// reader or by `run`, and its password is never printed.
+#[test]
+fn db_takes_a_libpq_keyword_value_string() {
+    let dir = tempfile::tempdir().unwrap();
+    let conninfo = "host=127.0.0.1 port=1 dbname=fslab user=me password=hunter2 connect_timeout=2";
+    let fslab_in_dir = |args: &[&str]| {
+        let out = Command::new(fslab_bin()).args(args).current_dir(dir.path()).env_remove("FSLAB_DB").output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = fslab_in_dir(&["list", "--db", conninfo]);
+    assert_ne!(code, Some(0), "{err}");
+    let shown = "host=127.0.0.1 port=1 dbname=fslab user=me password=*** connect_timeout=2";
+    assert!(err.contains(&format!("cannot connect to PostgreSQL at {shown}")), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+    if crate::common::root_or_skip() {
+        let spec = crate::common::write_spec(
+            dir.path(),
+            "exp.toml",
+            &format!(
+                "name = \"kv\"\nrepetitions = 1\nworkdir = \"{}\"\n[[variant]]\nname = \"a\"\nfs = \"tmpfs\"\n\
+                 [[workload]]\nkind = \"command\"\ncommand = \"true\"\n",
+                dir.path().join("work").display()
+            ),
+        );
+        let (code, err) = fslab_in_dir(&["run", spec.to_str().unwrap(), "--db", conninfo]);
+        assert_ne!(code, Some(0), "{err}");
+        assert!(err.contains(shown) && !err.contains("hunter2"), "{err}");
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(left.iter().all(|name| name == "exp.toml"), "created beside the command: {left:?}");
 }
 
 /// Issue 20 item 7: a missing store, experiment or variant is a usage

@@ -12,6 +12,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread::sleep;
 use std::time::{Duration, Instant};
 
+use fslab::kernel::source::{build_tree::BuildTree, deb_file::DebFile, image::Image};
 use fslab::kernel::{self, KernelArtifacts, KernelSource};
 use fslab::vm::{self, Accel, Failure, VmConfig, VmError, VmSession};
 
@@ -66,12 +67,14 @@ pub(crate) fn kernel_cache() -> PathBuf {
 /// `kernel = "debian:<version>-cloud"` resolves it: found in the archive
 /// lists and downloaded by fslab's resolver into the shared test cache
 /// (once; the lists are refreshed daily).
-pub(crate) fn archive_kernel(version: &str) -> anyhow::Result<(fslab::kernel::debian::ArchiveKernel, PathBuf)> {
-    use fslab::kernel::debian::{Archive, Wanted};
-    let wanted = Wanted { version: version.to_string(), flavour: Some("cloud".into()) };
-    let archive = Archive::at(&kernel_cache());
-    let found = archive.resolve(&wanted).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let deb = archive.download(&found.package)?;
+pub(crate) fn archive_kernel(
+    version: &str,
+) -> anyhow::Result<(fslab::kernel::source::debian_image::DebianImage, PathBuf)> {
+    use fslab::kernel::debian::Archive;
+    use fslab::kernel::source::debian_image::DebianImage;
+    let found =
+        DebianImage::find(&format!("debian:{version}-cloud"), &kernel_cache()).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let deb = Archive::at(&kernel_cache()).download(&found.package)?;
     Ok((found, deb))
 }
 
@@ -101,7 +104,7 @@ pub(crate) fn vm_prerequisites(version: &str) -> Option<PathBuf> {
 
 /// Unpacked once and shared by every test and run (the cache is keyed by content).
 pub(crate) fn resolve_deb(deb: &Path) -> KernelArtifacts {
-    kernel::resolve(&KernelSource::Deb(deb.to_path_buf()), &kernel_cache()).unwrap()
+    kernel::resolve(&KernelSource::Deb(DebFile::at(deb).unwrap()), &kernel_cache()).unwrap()
 }
 
 /// What the package name says the release is (`linux-image-<release>_…`).
@@ -217,7 +220,7 @@ fn a_kernel_that_cannot_mount_its_root_fails_with_the_console_tail() {
     // The image without its modules: virtiofs is a module, so the root cannot be mounted.
     let image = resolve_deb(&deb).image;
     let kernel =
-        kernel::resolve(&KernelSource::Image { image, modules: None, config: None }, Path::new("/nonexistent"))
+        kernel::resolve(&KernelSource::Image(Image::at(&image, None, None).unwrap()), Path::new("/nonexistent"))
             .unwrap();
     assert_eq!(kernel.modules_dir, None);
     let work = common::workdir("fslab-vm");
@@ -266,7 +269,7 @@ fn kernel_sources_resolve_to_bootable_artifacts() {
     let resolved: Vec<KernelArtifacts> = (0..2)
         .map(|_| {
             let (deb, cache) = (deb.clone(), cache.path().to_path_buf());
-            std::thread::spawn(move || kernel::resolve(&KernelSource::Deb(deb), &cache).unwrap())
+            std::thread::spawn(move || kernel::resolve(&KernelSource::Deb(DebFile::at(&deb).unwrap()), &cache).unwrap())
         })
         .collect::<Vec<_>>()
         .into_iter()
@@ -285,7 +288,8 @@ fn kernel_sources_resolve_to_bootable_artifacts() {
     assert!(deb_kernel.image.starts_with(cache.path()));
 
     // An image with a separate modules directory and config: staged with links.
-    let image_source = KernelSource::detect(&deb_kernel.image, Some(&moddir), deb_kernel.config.as_deref()).unwrap();
+    let image_source =
+        KernelSource::Image(Image::at(&deb_kernel.image, Some(&moddir), deb_kernel.config.as_deref()).unwrap());
     let staged = kernel::resolve(&image_source, cache.path()).unwrap();
     assert_eq!(staged.release, deb_kernel.release);
     assert_ne!(staged.image, deb_kernel.image);
@@ -301,7 +305,7 @@ fn kernel_sources_resolve_to_bootable_artifacts() {
     std::fs::create_dir_all(tree.join("arch/x86/boot")).unwrap();
     std::fs::copy(&deb_kernel.image, tree.join("arch/x86/boot/bzImage")).unwrap();
     std::fs::copy(deb_kernel.config.as_ref().unwrap(), tree.join(".config")).unwrap();
-    let built = kernel::resolve(&KernelSource::detect(&tree, None, None).unwrap(), cache.path()).unwrap();
+    let built = kernel::resolve(&KernelSource::BuildTree(BuildTree::at(&tree).unwrap()), cache.path()).unwrap();
     assert_eq!(built.release, deb_kernel.release);
     assert_eq!(built.config, Some(tree.join(".config")));
     assert_eq!(built.modules_dir, None);

@@ -65,6 +65,7 @@ pub mod gate;
 pub mod history;
 mod mannwhitney;
 mod multiple;
+pub mod multisect;
 pub mod oracle;
 mod outliers;
 pub mod percentile;

@@ -12,6 +12,12 @@
 //!   experiment is multiplied by `1 + step`.
 //! * bisection oracle: runs of `μ·exp(w)`, `w ~ N(0, 2%)`, the bad end `k`
 //!   noise sd above the good one, the candidate at good, at bad or halfway.
+//! * whole bisections: `n` commits on a line after the good end, the first
+//!   bad one uniform among them, each commit's runs the good or the bad
+//!   level as above; each step measures 1 or `k` commits chosen by
+//!   [`crate::multisect::pick`] and asks the oracle as `bisect-commits`
+//!   does (a round more of the commits still unknown and of both ends,
+//!   undecided commits skipped).
 
 use rand_chacha::ChaCha8Rng;
 use rand_core::{Rng, SeedableRng};
@@ -20,6 +26,7 @@ use serde::Serialize;
 use super::changepoint::{detect, ChangePointConfig};
 use super::gate::{check_experiment, check_history, GateConfig, GateOutcome, MetricHistory, MetricRuns};
 use super::history::HistoryPoint;
+use super::multisect;
 use super::oracle::{classify, Side};
 
 /// Normal and Student-t draws from ChaCha8. Box–Muller by hand: the crate
@@ -376,6 +383,148 @@ pub fn oracle_rates(
     }
 }
 
+/// One row of the bisection table: many simulated bisections of one shape.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct BisectionRates {
+    /// Commits after the good end, the last being the bad end.
+    pub commits: usize,
+    /// Commits measured per step.
+    pub per_step: usize,
+    /// Bad end above good, in run noise sd.
+    pub step_sd: f64,
+    pub start_runs: usize,
+    pub max_runs: usize,
+    /// Error level of one step's answer (each question: `alpha / questions`).
+    pub alpha: f64,
+    pub bisections: usize,
+    /// Steps to the answer (each measures up to `per_step` commits at once).
+    pub mean_steps: f64,
+    pub max_steps: usize,
+    /// Commits measured (builds), per bisection.
+    pub mean_commits: f64,
+    /// Runs of candidates and ends, per bisection.
+    pub mean_runs: f64,
+    /// The first bad commit named right, %.
+    pub right_pct: f64,
+    /// A wrong commit named, %.
+    pub wrong_pct: f64,
+    /// Only a range (skipped, undecided commits), %.
+    pub range_pct: f64,
+}
+
+/// The scenarios of the bisection table: `(commits, step_sd, per_step)`.
+pub fn bisection_scenarios() -> Vec<(usize, f64, usize)> {
+    let mut v = Vec::new();
+    for commits in [16, 64, 1024] {
+        for per_step in [1, 2, 3, 7] {
+            v.push((commits, 5.0, per_step));
+        }
+    }
+    for per_step in [1, 3] {
+        v.push((64, 3.0, per_step));
+    }
+    v
+}
+
+/// Simulate `bisections` bisections of one scenario.
+pub fn bisection_rates(
+    (commits, step_sd, per_step): (usize, f64, usize),
+    (start_runs, max_runs): (usize, usize),
+    alpha: f64,
+    bisections: usize,
+    seed: u64,
+) -> BisectionRates {
+    const CV: f64 = 0.02;
+    let mut draws = Draws::new(seed);
+    let level = |bad: bool, d: &mut Draws| 100.0 * ((if bad { step_sd } else { 0.0 }) * CV + CV * d.normal()).exp();
+    let questions = (max_runs.max(start_runs) - start_runs + 1) as f64;
+    let start = start_runs.max(2);
+    let (mut steps_total, mut max_steps, mut commits_total, mut runs_total) = (0usize, 0usize, 0usize, 0usize);
+    let (mut right, mut wrong) = (0usize, 0usize);
+    for _ in 0..bisections {
+        let first_bad = 1 + draws.below(commits);
+        let (mut good, mut bad) = (Vec::new(), Vec::new());
+        for _ in 0..start {
+            good.push(level(false, &mut draws));
+            bad.push(level(true, &mut draws));
+        }
+        runs_total += 2 * start;
+        let (mut low, mut high) = (1usize, commits);
+        let mut skipped: Vec<usize> = Vec::new();
+        let mut steps = 0;
+        while low < high {
+            let n = high - low + 1;
+            let pickable: Vec<(usize, usize)> =
+                (low..high).filter(|p| !skipped.contains(p)).map(|p| (p, p - low + 1)).collect();
+            let picks = multisect::pick(&pickable, n, per_step);
+            if picks.is_empty() {
+                break;
+            }
+            steps += 1;
+            commits_total += picks.len();
+            let mut values: Vec<Vec<f64>> =
+                picks.iter().map(|&p| (0..start).map(|_| level(p >= first_bad, &mut draws)).collect()).collect();
+            runs_total += start * picks.len();
+            let mut sides = vec![Side::Unknown; picks.len()];
+            loop {
+                for (i, v) in values.iter().enumerate() {
+                    if sides[i] == Side::Unknown {
+                        sides[i] = classify(&good, &bad, v, alpha / questions).side;
+                    }
+                }
+                let open: Vec<usize> = (0..picks.len()).filter(|&i| sides[i] == Side::Unknown).collect();
+                if open.is_empty() || open.iter().all(|&i| values[i].len() >= max_runs) {
+                    break;
+                }
+                // One more round of every open commit and of both ends.
+                for &i in &open {
+                    values[i].push(level(picks[i] >= first_bad, &mut draws));
+                }
+                good.push(level(false, &mut draws));
+                bad.push(level(true, &mut draws));
+                runs_total += open.len() + 2;
+            }
+            let mut good_at = Vec::new();
+            let mut bad_at = Vec::new();
+            for (i, &p) in picks.iter().enumerate() {
+                match sides[i] {
+                    Side::Good => good_at.push(p),
+                    Side::Bad => bad_at.push(p),
+                    Side::Unknown => skipped.push(p),
+                }
+            }
+            (low, high) = multisect::narrow_linear(low, high, &good_at, &bad_at);
+        }
+        steps_total += steps;
+        max_steps = max_steps.max(steps);
+        if low == high {
+            if low == first_bad {
+                right += 1;
+            } else {
+                wrong += 1;
+            }
+        }
+    }
+    let pct = |k: usize| 100.0 * k as f64 / bisections as f64;
+    let per = |k: usize| k as f64 / bisections as f64;
+    BisectionRates {
+        commits,
+        per_step,
+        step_sd,
+        start_runs,
+        max_runs,
+        alpha,
+        bisections,
+        mean_steps: per(steps_total),
+        max_steps,
+        mean_commits: per(commits_total),
+        mean_runs: per(runs_total),
+        right_pct: pct(right),
+        wrong_pct: pct(wrong),
+        range_pct: pct(bisections - right - wrong),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,6 +563,17 @@ mod tests {
         assert!(r.mean_runs >= 3.0 && r.mean_runs <= 10.0);
         let h = oracle_rates((3.0, OracleTruth::Halfway), (3, 6), 0.01, 100, 7);
         assert!(h.undecided_pct >= 80.0 && (h.mean_runs - 6.0).abs() < 0.5, "{h:?}");
+    }
+
+    #[test]
+    fn multisection_takes_fewer_steps_for_the_same_answer() {
+        let one = bisection_rates((64, 5.0, 1), (3, 10), 0.01, 200, 8);
+        let three = bisection_rates((64, 5.0, 3), (3, 10), 0.01, 200, 8);
+        assert!(one.right_pct >= 95.0 && three.right_pct >= 95.0, "{one:?} {three:?}");
+        // log2 64 = 6 steps against log4 64 = 3.
+        assert!((5.5..=6.5).contains(&one.mean_steps), "{one:?}");
+        assert!(three.mean_steps <= 3.5 && three.max_steps <= 4, "{three:?}");
+        assert!(three.mean_commits > one.mean_commits, "more commits measured for fewer steps: {three:?}");
     }
 
     #[test]

@@ -1,6 +1,13 @@
 //! Turning time-ordered issue/complete events into the run's summary:
-//! size histograms, issue→complete latencies matched by device and sector,
-//! `rwbs` flag counts.
+//! size histograms, issue→complete latencies of reads and writes matched
+//! by device, sector and operation, `rwbs` flag counts.
+//!
+//! Only requests that move data are matched. A flush is issued at sector 0
+//! and completes at sector `u64::MAX`, and the empty pre-flush of an
+//! `fsync` completes at sector 0 without ever being issued; matched by
+//! sector alone, they took the place of a superblock write at sector 0,
+//! whose latency was lost and whose issue was left to be matched by a
+//! later completion, giving it a latency it never had.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -17,12 +24,16 @@ pub struct Accumulator {
     discards: u64,
     flags: FlagCounts,
     unmatched: u64,
-    /// Issued, not yet completed: (dev, sector) → issue time and direction.
-    pub(super) inflight: HashMap<(u64, u64), (u64, char)>,
-    /// Further requests in flight at an already used (dev, sector), oldest
-    /// first. Kept apart so the common case allocates nothing per event.
-    pub(super) inflight_more: HashMap<(u64, u64), VecDeque<(u64, char)>>,
+    /// Reads and writes issued, not yet completed: (dev, sector, op) →
+    /// issue time.
+    pub(super) inflight: HashMap<InFlight, u64>,
+    /// Further requests in flight at an already used key, oldest first.
+    /// Kept apart so the common case allocates nothing per event.
+    pub(super) inflight_more: HashMap<InFlight, VecDeque<u64>>,
 }
+
+/// What a completion is matched on: device, sector, operation (`R`/`W`).
+pub(super) type InFlight = (u64, u64, char);
 
 #[derive(Debug, Default)]
 pub(super) struct DirAcc {
@@ -79,15 +90,21 @@ impl Accumulator {
                     'D' => self.discards += 1,
                     _ => {}
                 }
-                let key = (e.dev, e.sector);
+                if !moves_data(e) {
+                    return;
+                }
+                let key = (e.dev, e.sector, rwbs.op);
                 if let std::collections::hash_map::Entry::Vacant(v) = self.inflight.entry(key) {
-                    v.insert((e.ts_ns, rwbs.op));
+                    v.insert(e.ts_ns);
                 } else {
-                    self.inflight_more.entry(key).or_default().push_back((e.ts_ns, rwbs.op));
+                    self.inflight_more.entry(key).or_default().push_back(e.ts_ns);
                 }
             }
             EventKind::Complete => {
-                let key = (e.dev, e.sector);
+                if !moves_data(e) {
+                    return;
+                }
+                let key = (e.dev, e.sector, rwbs.op);
                 let issued = self.inflight.remove(&key);
                 if issued.is_some() {
                     // Promote the next request in flight at this sector, if any.
@@ -101,13 +118,9 @@ impl Accumulator {
                     }
                 }
                 match issued {
-                    Some((t0, op)) => {
+                    Some(t0) => {
                         let lat = e.ts_ns.saturating_sub(t0);
-                        let d = match op {
-                            'R' => &mut self.read,
-                            'W' => &mut self.write,
-                            _ => return,
-                        };
+                        let d = if rwbs.op == 'R' { &mut self.read } else { &mut self.write };
                         if d.latencies_ns.len() < MAX_LATENCY_SAMPLES {
                             d.latencies_ns.push(lat);
                         }
@@ -135,6 +148,12 @@ impl Accumulator {
             flags: self.flags.clone(),
         }
     }
+}
+
+/// A read or write with data: the requests whose latency is measured (a
+/// flush, a discard or the empty completion of a pre-flush is not).
+fn moves_data(e: &BlockEvent) -> bool {
+    matches!(e.rwbs.op, 'R' | 'W') && e.nr_sector > 0
 }
 
 impl DirAcc {

@@ -10,8 +10,9 @@
 //! event's `format` file — no offsets are hard-coded.
 //!
 //! The summary holds request-size histograms (log2 buckets, read and write
-//! separately), device latency percentiles (issue → complete matched by
-//! device + sector), sync/meta/flush/FUA counts from the `rwbs` flags, and
+//! separately), device latency percentiles of reads and writes (issue →
+//! complete matched by device, sector and operation), sync/meta/flush/FUA
+//! counts from the `rwbs` flags, and
 //! how many events were seen and lost. When tracefs cannot be used the
 //! monitor is "off" and [`BlockTraceSummary::reason`] says why; the run goes on.
 

@@ -22,7 +22,8 @@ pub struct BlockTraceSummary {
     /// Events the kernel dropped or overwrote (ring buffer full), as far as it tells.
     #[serde(default)]
     pub lost_events: u64,
-    /// Completions with no matching issue (issued before the trace started, or lost).
+    /// Completions of reads and writes with no matching issue (issued
+    /// before the trace started, or lost).
     #[serde(default)]
     pub unmatched_completions: u64,
     /// Events of other devices that reached the reader (the kernel-side
@@ -49,7 +50,8 @@ pub struct DirectionStats {
     /// Issued request sizes in log2 buckets: bucket `min_bytes = 2^k` counts
     /// sizes in `[2^k, 2^(k+1))`. Only non-empty buckets, ascending.
     pub size_histogram: Vec<SizeBucket>,
-    /// Issue → complete device latency; `None` without matched completions.
+    /// Issue → complete device latency (the time the request spent in the
+    /// device, its queue included); `None` without matched completions.
     pub latency: Option<LatencyPercentiles>,
 }
 
@@ -82,18 +84,23 @@ impl BlockTraceSummary {
     }
 }
 
+/// Latencies a p99 needs: below 100 the nearest-rank p99 is the largest
+/// value (of the quickstart's 2 reads, the slower one), not a percentile.
+pub const MIN_P99_SAMPLES: u64 = 100;
+
 impl BlockTraceSummary {
     /// What the trace adds to the device totals as evidence metrics
     /// (`blk/…`, see [`crate::metric`]): device latency and the request
     /// flags diskstats cannot see. Nothing when the trace was off; a
-    /// latency only for a direction with completed requests.
+    /// latency only for a direction with [`MIN_P99_SAMPLES`] completed
+    /// requests (the summary keeps every percentile of fewer).
     pub fn metrics(&self) -> Vec<Metric> {
         if !self.enabled {
             return Vec::new();
         }
         let mut m = Vec::new();
         for (name, dir) in [("blk/read_p99_ms", &self.read), ("blk/write_p99_ms", &self.write)] {
-            if let Some(l) = dir.latency.as_ref().filter(|l| l.count > 0) {
+            if let Some(l) = dir.latency.as_ref().filter(|l| l.count >= MIN_P99_SAMPLES) {
                 m.push(Metric::lower(name, "ms", l.p99_us / 1000.0));
             }
         }
@@ -118,10 +125,13 @@ mod tests {
     #[test]
     fn trace_evidence_is_latency_and_flags_and_nothing_when_off() {
         assert!(BlockTraceSummary::off("no tracefs").metrics().is_empty());
-        let latency = LatencyPercentiles { count: 3, p99_us: 2500.0, ..LatencyPercentiles::default() };
+        let latency = LatencyPercentiles { count: 100, p99_us: 2500.0, ..LatencyPercentiles::default() };
+        // Two reads: their "p99" would be the slower one.
+        let few = LatencyPercentiles { count: 2, p99_us: 23_507_542.0, ..LatencyPercentiles::default() };
         let s = BlockTraceSummary {
             enabled: true,
-            write: DirectionStats { requests: 3, latency: Some(latency), ..DirectionStats::default() },
+            read: DirectionStats { requests: 2, latency: Some(few), ..DirectionStats::default() },
+            write: DirectionStats { requests: 100, latency: Some(latency), ..DirectionStats::default() },
             flags: FlagCounts { meta: 2, ..FlagCounts::default() },
             ..BlockTraceSummary::default()
         };

@@ -6,28 +6,39 @@ use comfy_table::Table;
 use serde::Serialize;
 
 use super::mib;
+use crate::kernel::prune::{PrunedKind, Pruning};
+use crate::kernel::source::OfferedKernel;
+use crate::kernel::transfer::Moved;
 use crate::report::Document;
 
-/// `fslab kernel list`: the kernel cache, downloaded packages and (with
-/// `--available`) Debian's archive.
+/// `fslab kernel list`: the kernel cache, downloaded packages, source
+/// trees and (with `--available`) what the kernel sources offer.
 #[derive(Debug, Serialize)]
 pub struct KernelList {
-    /// Where unpacked kernels are kept.
+    /// Where unpacked and built kernels are kept.
     pub cache: PathBuf,
     pub cached: Vec<CachedKernel>,
     pub downloaded: DownloadedPackages,
-    /// Every kernel the archive offers; `None` without `--available`.
-    pub available: Option<Vec<AvailableKernel>>,
+    /// Source trees with their object and config directories.
+    pub trees: Vec<SourceTreeDirs>,
+    /// Every kernel the sources offer; `None` without `--available`.
+    pub available: Option<Vec<OfferedKernel>>,
 }
 
 #[derive(Debug, Serialize)]
 pub struct CachedKernel {
     pub release: Option<String>,
-    pub flavour: String,
-    pub package_version: Option<String>,
-    pub debian_release: Option<String>,
-    pub suite: Option<String>,
+    /// `package`, `built` or `staged`.
+    pub kind: String,
+    /// The package's name, or how the kernel was built.
+    pub what: String,
+    /// The package's version, or the built tree's.
+    pub version: Option<String>,
+    /// Where it came from: the archive suite, for archive packages.
+    pub from: Option<String>,
     pub bytes: u64,
+    /// When a run last used it (RFC 3339).
+    pub last_used: Option<String>,
     /// The cache entry's key.
     pub entry: String,
 }
@@ -39,20 +50,12 @@ pub struct DownloadedPackages {
     pub dir: PathBuf,
 }
 
-/// One line of `kernel list --available` (the archive's `kernel::debian::ArchiveKernel`
-/// as shown, with whether its package is downloaded).
+/// A source tree's working directories.
 #[derive(Debug, Serialize)]
-pub struct AvailableKernel {
-    /// What a variant writes: `debian:6.1-cloud`.
-    pub kernel: String,
-    pub release: String,
-    pub flavour: String,
-    pub package_version: String,
-    pub debian_release: String,
-    pub suite: String,
+pub struct SourceTreeDirs {
+    pub key: String,
     pub bytes: u64,
-    /// Its package is downloaded already.
-    pub cached: bool,
+    pub paths: Vec<PathBuf>,
 }
 
 /// `6.1.0-50-cloud-amd64` → `cloud`; no flavour word: `generic`.
@@ -79,15 +82,17 @@ impl Document for KernelList {
             out.push_str("  none\n");
         } else {
             let mut table = Table::new();
-            table.set_header(["release", "flavour", "package version", "Debian release", "suite", "size", "entry"]);
+            table.set_header(["release", "flavour", "kind", "what", "version", "from", "size", "last used", "entry"]);
             for e in &self.cached {
                 table.add_row([
                     or_dash(&e.release),
-                    e.flavour.clone(),
-                    or_dash(&e.package_version),
-                    or_dash(&e.debian_release),
-                    or_dash(&e.suite),
+                    flavour_of(e.release.as_deref().unwrap_or("-")).to_string(),
+                    e.kind.clone(),
+                    e.what.clone(),
+                    or_dash(&e.version),
+                    or_dash(&e.from),
                     mib(e.bytes),
+                    or_dash(&e.last_used),
                     e.entry.clone(),
                 ]);
             }
@@ -95,37 +100,36 @@ impl Document for KernelList {
         }
         let d = &self.downloaded;
         out.push_str(&format!("downloaded packages: {} ({}) in {}\n", d.count, mib(d.bytes), d.dir.display()));
+        if !self.trees.is_empty() {
+            let bytes: u64 = self.trees.iter().map(|t| t.bytes).sum();
+            out.push_str(&format!("source trees: {} ({}):\n", self.trees.len(), mib(bytes)));
+            for t in &self.trees {
+                let dirs: Vec<String> = t.paths.iter().map(|p| p.display().to_string()).collect();
+                out.push_str(&format!("  {} ({}): {}\n", t.key, mib(t.bytes), dirs.join(", ")));
+            }
+        }
         if let Some(available) = &self.available {
             let mut table = Table::new();
-            table.set_header([
-                "kernel",
-                "release",
-                "flavour",
-                "package version",
-                "Debian release",
-                "suite",
-                "size",
-                "cached",
-            ]);
+            table.set_header(["kernel", "kind", "release", "flavour", "version", "from", "size", "cached"]);
             for p in available {
                 table.add_row([
                     p.kernel.clone(),
+                    p.kind.clone(),
                     p.release.clone(),
                     p.flavour.clone(),
-                    p.package_version.clone(),
-                    p.debian_release.clone(),
-                    p.suite.clone(),
-                    mib(p.bytes),
+                    p.version.clone(),
+                    p.from.clone(),
+                    p.bytes.map(mib).unwrap_or_else(|| "-".into()),
                     if p.cached { "yes".into() } else { String::new() },
                 ]);
             }
-            out.push_str(&format!("\nDebian's archive ({} kernel packages):\n{table}\n", available.len()));
+            out.push_str(&format!("\navailable ({} kernels):\n{table}\n", available.len()));
         }
         out
     }
 }
 
-/// `fslab kernel fetch`: each archive kernel asked for, where it was unpacked.
+/// `fslab kernel fetch`: each kernel asked for, what it resolved to, where it was unpacked.
 #[derive(Debug, Serialize)]
 pub struct FetchedKernels(pub Vec<FetchedKernel>);
 
@@ -133,9 +137,11 @@ pub struct FetchedKernels(pub Vec<FetchedKernel>);
 pub struct FetchedKernel {
     /// As given: `debian:6.1-cloud`.
     pub reference: String,
-    pub package: String,
-    pub version: String,
-    pub suite: String,
+    /// The kind of source it is.
+    pub kind: String,
+    /// What it resolved to (the package and its version, …).
+    pub origin: String,
+    pub release: String,
     pub image: PathBuf,
 }
 
@@ -145,10 +151,7 @@ impl Document for FetchedKernels {
     }
 
     fn text(&self) -> String {
-        self.0
-            .iter()
-            .map(|k| format!("{}: {} {} ({}) -> {}\n", k.reference, k.package, k.version, k.suite, k.image.display()))
-            .collect()
+        self.0.iter().map(|k| format!("{} -> {}\n", k.origin, k.image.display())).collect()
     }
 }
 
@@ -188,37 +191,7 @@ impl Document for BuiltKernels {
     }
 }
 
-/// `fslab kernel prune`: what was (or, with `--dry-run`, would be) removed.
-#[derive(Debug, Serialize)]
-pub struct PrunedKernels {
-    pub dry_run: bool,
-    pub removed: Vec<Pruned>,
-    pub freed_bytes: u64,
-    /// Cache entries kept because a stored experiment needs them.
-    pub kept: usize,
-}
-
-#[derive(Debug, Serialize)]
-pub struct Pruned {
-    pub kind: PrunedKind,
-    /// A cache entry's key, a package's path, a source tree's key.
-    pub name: String,
-    pub release: Option<String>,
-    pub bytes: u64,
-}
-
-#[derive(Clone, Copy, Debug, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PrunedKind {
-    /// An unpacked kernel of the cache.
-    Kernel,
-    /// A downloaded `.deb`.
-    Package,
-    /// A source tree and its build directories.
-    SourceTree,
-}
-
-impl Document for PrunedKernels {
+impl Document for Pruning {
     fn what(&self) -> &'static str {
         "a prune summary"
     }
@@ -226,22 +199,60 @@ impl Document for PrunedKernels {
     fn text(&self) -> String {
         let verb = if self.dry_run { "would remove" } else { "removed" };
         let mut out = String::new();
+        for (store, n) in &self.needs.read {
+            out.push_str(&format!("read {store}: {n} experiments\n"));
+        }
+        for (store, why) in &self.needs.unreadable {
+            out.push_str(&format!(
+                "could not read {store} ({why}): every kernel it might need is kept{}\n",
+                if self.removed.is_empty() { "" } else { " (but what --unused-for names)" }
+            ));
+        }
         for p in &self.removed {
+            let why = if p.why.is_empty() { String::new() } else { format!("; {}", p.why) };
             out.push_str(&match p.kind {
                 PrunedKind::Kernel => {
-                    format!("{verb} {} ({}, {})\n", p.name, p.release.as_deref().unwrap_or("-"), mib(p.bytes))
+                    format!("{verb} {} ({}, {}{why})\n", p.name, p.release.as_deref().unwrap_or("-"), mib(p.bytes))
                 }
-                PrunedKind::Package => format!("{verb} {} ({})\n", p.name, mib(p.bytes)),
+                PrunedKind::Package => format!("{verb} {} ({}{why})\n", p.name, mib(p.bytes)),
                 PrunedKind::SourceTree => {
-                    format!("{verb} source tree {} and its build directories ({})\n", p.name, mib(p.bytes))
+                    format!("{verb} source tree {} and its build directories ({}{why})\n", p.name, mib(p.bytes))
                 }
             });
         }
         out.push_str(&format!(
-            "{verb} {} in all; kept {} entries stored experiments need\n",
+            "{verb} {} in all; kept {} entries stored experiments need{}\n",
             mib(self.freed_bytes),
-            self.kept
+            self.kept,
+            if self.dry_run && !self.removed.is_empty() { " (remove with --yes)" } else { "" }
         ));
+        out
+    }
+}
+
+impl Document for Moved {
+    fn what(&self) -> &'static str {
+        "the kernels exported or imported"
+    }
+
+    fn text(&self) -> String {
+        let mut out = String::new();
+        for k in &self.kernels {
+            let verb = match (self.direction.as_str(), k.present) {
+                ("export", _) => "exported",
+                (_, true) => "already here",
+                _ => "imported",
+            };
+            out.push_str(&format!(
+                "{verb}: {} {} ({}, {}) [{}]\n",
+                k.variant,
+                k.release,
+                k.origin,
+                mib(k.bytes),
+                k.key
+            ));
+        }
+        out.push_str(&format!("{} kernels, {}\n", self.kernels.len(), self.archive.display()));
         out
     }
 }

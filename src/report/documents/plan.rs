@@ -46,6 +46,8 @@ pub struct DryRun {
     pub max_rounds: usize,
     /// Runs in the first `min_rounds` rounds.
     pub total_runs: usize,
+    /// The variants, in the file's order.
+    pub variants: Vec<PlannedVariant>,
     /// The first of them (at most [`DRY_RUN_LINES`]), in the order they
     /// run: a plan of millions of runs is listed, not held, in full.
     pub runs: Vec<DryRunRun>,
@@ -59,6 +61,39 @@ pub struct DryRun {
     /// The plan as the text shows it (variants, kernels, workloads, order).
     #[serde(skip)]
     pub described: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct PlannedVariant {
+    pub name: String,
+    /// The medium its testbed's image behaves like (`device = { … }`).
+    pub device: Option<PlannedDevice>,
+}
+
+/// A variant's `device`: the whole model (`name`, `params`), and what the
+/// file changed from the preset it names.
+#[derive(Debug, Serialize)]
+pub struct PlannedDevice {
+    #[serde(flatten)]
+    pub spec: crate::media::DeviceSpec,
+    /// Whether `name` is a preset (else a model given in full).
+    pub preset: bool,
+    /// The parameters that differ from the preset (every one of a model
+    /// given in full), written as in the file.
+    pub changed: std::collections::BTreeMap<&'static str, String>,
+    /// As the text says it.
+    pub said: String,
+}
+
+impl PlannedDevice {
+    pub fn new(spec: &crate::media::DeviceSpec) -> Self {
+        PlannedDevice {
+            spec: spec.clone(),
+            preset: spec.is_preset(),
+            changed: spec.changed().into_iter().collect(),
+            said: crate::experiment::run_plan::describe_device(spec),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -99,6 +134,14 @@ impl DryRun {
             min_rounds: exp.min_rounds(),
             max_rounds: exp.max_rounds(),
             total_runs: exp.min_rounds() * exp.variants.len() * exp.workloads.len(),
+            variants: exp
+                .variants
+                .iter()
+                .map(|v| PlannedVariant {
+                    name: v.name.clone(),
+                    device: v.testbed.device.as_ref().map(PlannedDevice::new),
+                })
+                .collect(),
             runs,
             device: None,
             shard: None,

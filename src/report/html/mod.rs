@@ -225,4 +225,11 @@ mod tests {
         assert_eq!(exp.count(), 0, "a number in scientific notation");
         assert!(page.contains("read 20 MiB/s, write 20 MiB/s, write 500 IOPS"));
     }
+
+    #[test]
+    fn the_variants_table_shows_each_variant_s_device_model() {
+        let page = render_html(&crate::report::fixture::decided());
+        let none = "<td><code>none</code></td>";
+        assert!(page.contains(&format!("<tr><th>device</th>{none}{none}<td><code>sdcard</code></td></tr>")), "{page}");
+    }
 }

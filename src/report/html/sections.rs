@@ -5,8 +5,6 @@
 use std::collections::BTreeSet;
 use std::fmt::Write;
 
-use serde_json::Value;
-
 use super::iostat::{iostat_charts, lighten, IoSeries};
 use super::json_view::{collect_histograms, render_json, snapshot_table};
 use crate::analysis::ComparisonRow;
@@ -501,11 +499,11 @@ pub fn experiment(d: &ReportData, out: &mut String) {
         let _ = write!(out, "<th><span class=\"swatch\" style=\"background:{}\"></span>{}</th>", color(i), esc(n));
     }
     out.push_str("</tr>");
-    let configs: Vec<Value> = names.iter().map(|n| d.variant_config(n)).collect();
+    let configs: Vec<_> = names.iter().map(|n| d.variant_config(n)).collect();
     for row in VARIANT_ROWS {
         let _ = write!(out, "<tr><th>{}</th>", esc(row.label));
         for (n, c) in names.iter().zip(&configs) {
-            let _ = write!(out, "<td><code>{}</code></td>", esc(&(row.value)(d, n, c)));
+            let _ = write!(out, "<td><code>{}</code></td>", esc(&row.text(d, n, c.as_ref())));
         }
         out.push_str("</tr>");
     }

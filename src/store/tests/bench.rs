@@ -268,7 +268,7 @@ fn fleet_bench() {
                 put_all(&mut store, e, &runs);
             }
             for k in 1..=4 {
-                store.finish_shard(e, k, "complete").unwrap();
+                store.finish_shard(e, k, ExperimentStatus::Complete).unwrap();
             }
             if backend == "postgres" {
                 store.write(|q| q.batch("ANALYZE")).unwrap();

@@ -90,7 +90,7 @@ fn experiment_round_trip_and_status() {
         let e = store.experiment(id).unwrap();
         assert_eq!(e.id, id);
         assert_eq!(e.name, new.name);
-        assert_eq!(e.status, "running");
+        assert_eq!(e.status, ExperimentStatus::Running);
         assert_eq!(e.finished_at, None);
         assert!(humantime::parse_rfc3339(&e.created_at).is_ok(), "{}", e.created_at);
         assert_eq!(e.spec_path, new.spec_path);
@@ -106,18 +106,22 @@ fn experiment_round_trip_and_status() {
         assert_eq!(store.experiment_by_uuid(&meta.uuid).unwrap(), Some(id));
         assert_eq!((meta.campaign, meta.shard_count, meta.tags.len()), (None, None, 0));
 
-        store.set_experiment_status(id, "interrupted").unwrap();
+        store.set_experiment_status(id, ExperimentStatus::Interrupted).unwrap();
         let e = store.experiment(id).unwrap();
-        assert_eq!(e.status, "interrupted");
+        assert_eq!(e.status, ExperimentStatus::Interrupted);
         assert!(humantime::parse_rfc3339(e.finished_at.as_deref().unwrap()).is_ok());
-        store.set_experiment_status(id, "running").unwrap();
+        store.set_experiment_status(id, ExperimentStatus::Running).unwrap();
         assert_eq!(store.experiment(id).unwrap().finished_at, None);
-        store.set_experiment_status(id, "complete").unwrap();
-        assert_eq!(store.experiment(id).unwrap().status, "complete");
+        store.set_experiment_status(id, ExperimentStatus::Complete).unwrap();
+        assert_eq!(store.experiment(id).unwrap().status, ExperimentStatus::Complete);
 
-        let e = err_text(store.set_experiment_status(id, "done").unwrap_err());
-        assert!(e.contains("unknown experiment status \"done\""), "{e}");
-        let e = err_text(store.set_experiment_status(id + 42, "failed").unwrap_err());
+        // Every finished status is written and read back as the enum, by the row and by the list.
+        for status in [ExperimentStatus::Failed, ExperimentStatus::Interrupted, ExperimentStatus::Complete] {
+            store.set_experiment_status(id, status).unwrap();
+            assert_eq!(store.experiment(id).unwrap().status, status);
+            assert_eq!(store.list_experiments().unwrap().iter().find(|e| e.id == id).unwrap().status, status);
+        }
+        let e = err_text(store.set_experiment_status(id + 42, ExperimentStatus::Failed).unwrap_err());
         assert!(e.contains(&format!("no experiment {} in {loc}", id + 42)), "{e}");
         let e = err_text(store.experiment(id + 42).unwrap_err());
         assert!(e.contains(&format!("no experiment {} in {loc}", id + 42)), "{e}");
@@ -476,11 +480,11 @@ fn find_unfinished_latest_and_list() {
         assert_eq!(store.latest_experiment().unwrap(), Some(other_name));
 
         assert_eq!(store.find_unfinished("boot", "h1").unwrap(), Some(b));
-        store.set_experiment_status(b, "complete").unwrap();
+        store.set_experiment_status(b, ExperimentStatus::Complete).unwrap();
         assert_eq!(store.find_unfinished("boot", "h1").unwrap(), Some(a));
-        store.set_experiment_status(a, "failed").unwrap();
+        store.set_experiment_status(a, ExperimentStatus::Failed).unwrap();
         assert_eq!(store.find_unfinished("boot", "h1").unwrap(), Some(a), "failed experiments can be resumed");
-        store.set_experiment_status(a, "complete").unwrap();
+        store.set_experiment_status(a, ExperimentStatus::Complete).unwrap();
         assert_eq!(store.find_unfinished("boot", "h1").unwrap(), None);
         assert_eq!(store.find_unfinished("boot", "h2").unwrap(), Some(other_hash));
         assert_eq!(store.find_unfinished("boot", "h3").unwrap(), None);
@@ -493,8 +497,8 @@ fn find_unfinished_latest_and_list() {
         assert_eq!((list[0].runs_ok, list[0].runs_failed), (2, 1));
         assert_eq!((list[1].runs_ok, list[1].runs_failed), (0, 0));
         assert_eq!(list[0].name, "boot");
-        assert_eq!(list[0].status, "complete");
-        assert_eq!(list[3].status, "running");
+        assert_eq!(list[0].status, ExperimentStatus::Complete);
+        assert_eq!(list[3].status, ExperimentStatus::Running);
     }
 }
 
@@ -563,7 +567,7 @@ fn json_export_parses_back_with_expected_keys() {
         store.add_tags(exp, &[("team".into(), "storage".into())]).unwrap();
         store.record_run(exp, &full_run(0)).unwrap();
         store.record_run(exp, &run(1, 0, "alpha", "first", RunStatus::Failed, vec![])).unwrap();
-        store.set_experiment_status(exp, "complete").unwrap();
+        store.set_experiment_status(exp, ExperimentStatus::Complete).unwrap();
 
         let v = serde_json::to_value(export::export(&store, exp).unwrap()).unwrap();
         let text = v.to_string();
@@ -644,4 +648,34 @@ fn tls_when_the_url_asks_for_it() {
     // The server's certificate is verified: without its CA it is refused.
     let e = err_text(Store::open(&StoreLocation::Postgres(format!("{plain}&sslmode=verify-full"))).err().unwrap());
     assert!(e.contains("cannot connect") && e.to_lowercase().contains("certificate"), "{e}");
+}
+
+/// A libpq keyword/value string names a PostgreSQL server, as the URL does
+/// (issue 28 item 6): the same server and schema, with fslab's TLS handling
+/// of `sslmode`/`sslrootcert` when the test server has a CA.
+#[test]
+fn a_keyword_value_string_reaches_the_server_the_url_names() {
+    let Some(db) = pg_db("kv") else { return };
+    let (url, schema) = db.pg_schema.clone().expect("a PostgreSQL test database");
+    let config: postgres::Config = url.parse().unwrap();
+    let postgres::config::Host::Tcp(host) = &config.get_hosts()[0] else { panic!("{url}: not a TCP host") };
+    let mut text = format!(
+        "host={host} port={} user={} dbname={} options='-csearch_path={schema}'",
+        config.get_ports().first().copied().unwrap_or(5432),
+        config.get_user().unwrap_or("postgres"),
+        config.get_dbname().unwrap_or("postgres"),
+    );
+    let ca = std::env::var("FSLAB_TEST_POSTGRES_CA").ok().filter(|ca| !ca.is_empty());
+    if let Some(ca) = &ca {
+        text.push_str(&format!(" sslmode=require sslrootcert='{ca}'"));
+    }
+    let location = StoreLocation::parse(&text);
+    assert!(location.is_postgres(), "{location}");
+    let mut store = Store::open(&location).unwrap_or_else(|e| panic!("{e:#}"));
+    let id = store.create_experiment(&new_exp("kv", "h")).unwrap();
+    assert_eq!(db.open().experiment(id).unwrap().name, "kv", "not written where the URL reads");
+    let tls: i64 = store
+        .read(|q| q.query_one("SELECT ssl::int FROM pg_stat_ssl WHERE pid = pg_backend_pid()", &[])?.get(0))
+        .unwrap();
+    assert_eq!(tls, i64::from(ca.is_some()));
 }

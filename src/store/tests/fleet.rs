@@ -4,6 +4,7 @@ use std::process::Command;
 
 use super::*;
 use crate::inspect::machine::Machine;
+use crate::stored::ExperimentStatus;
 
 fn machine(host: &str) -> Machine {
     Machine {
@@ -124,21 +125,23 @@ fn shards_join_one_campaign_experiment() {
         let r = a.record_run(id, &run(0, 0, "zeta", "first", RunStatus::Ok, vec![])).unwrap();
         assert_eq!(a.run(r).unwrap().shard, Some(1));
         // The runner's usual end of experiment ends only this shard.
-        a.set_experiment_status(id, "complete").unwrap();
-        assert_eq!(a.experiment(id).unwrap().status, "running", "shards 2 and 3 are not done");
-        b.finish_shard(id, 2, "interrupted").unwrap();
+        a.set_experiment_status(id, ExperimentStatus::Complete).unwrap();
+        assert_eq!(a.experiment(id).unwrap().status, ExperimentStatus::Running, "shards 2 and 3 are not done");
+        b.finish_shard(id, 2, ExperimentStatus::Interrupted).unwrap();
         let st = a.campaign_status(id).unwrap().unwrap();
         assert_eq!((st.missing.clone(), st.running.clone(), st.unfinished.clone()), (vec![3], vec![], vec![2]));
+        let states: Vec<ExperimentStatus> = st.shards.iter().map(|s| s.state).collect();
+        assert_eq!(states, [ExperimentStatus::Complete, ExperimentStatus::Interrupted]);
 
         // A killed shard rejoins; the last one joins; all complete.
         assert_eq!(b.join_campaign(&new, "c1", s2, Some(&machine("h2"))).unwrap(), id);
-        b.finish_shard(id, 2, "complete").unwrap();
+        b.finish_shard(id, 2, ExperimentStatus::Complete).unwrap();
         let mut c = db.open();
         assert_eq!(c.join_campaign(&new, "c1", s3, None).unwrap(), id);
-        assert_eq!(a.experiment(id).unwrap().status, "running");
-        c.finish_shard(id, 3, "complete").unwrap();
+        assert_eq!(a.experiment(id).unwrap().status, ExperimentStatus::Running);
+        c.finish_shard(id, 3, ExperimentStatus::Complete).unwrap();
         let e = a.experiment(id).unwrap();
-        assert_eq!(e.status, "complete");
+        assert_eq!(e.status, ExperimentStatus::Complete);
         assert!(e.finished_at.is_some());
         assert!(a.campaign_status(id).unwrap().unwrap().is_complete());
 
@@ -147,8 +150,10 @@ fn shards_join_one_campaign_experiment() {
         assert!(e.contains("different experiment file"), "{e}");
         let e = err_text(c.join_campaign(&new, "c1", Shard { index: 1, count: 4 }, None).unwrap_err());
         assert!(e.contains("runs as 3 shards, not 4"), "{e}");
-        let e = err_text(c.finish_shard(id, 3, "done").unwrap_err());
-        assert!(e.contains("unknown shard state"), "{e}");
+        // Shard states are read as the status enum.
+        let states: Vec<ExperimentStatus> =
+            c.campaign_status(id).unwrap().unwrap().shards.iter().map(|s| s.state).collect();
+        assert_eq!(states, [ExperimentStatus::Complete; 3]);
         let plain = c.create_experiment(&new_exp("plain", "x")).unwrap();
         assert_eq!(c.campaign_status(plain).unwrap(), None);
         assert!(err_text(c.shard_heartbeat(plain, 1).unwrap_err()).contains("never joined"));
@@ -196,7 +201,7 @@ fn writer_child() {
     for seq in mine.iter().chain(&others) {
         store.record_run(id, &concurrent_run(*seq)).unwrap_or_else(|e| panic!("seq {seq}: {e:#}"));
     }
-    store.finish_shard(id, shard.index, "complete").unwrap();
+    store.finish_shard(id, shard.index, ExperimentStatus::Complete).unwrap();
     println!("writer window {began} {}", now_ms());
 }
 
@@ -255,7 +260,7 @@ fn concurrent_writers(db: &TestDb) {
     assert_eq!(count(&store, "iostat_samples"), (CONCURRENT_RUNS * 20) as i64, "no duplicate samples");
     assert_eq!(count(&store, "metrics"), CONCURRENT_RUNS as i64);
     assert_eq!(count(&store, "machines"), 1);
-    assert_eq!(store.experiment(id).unwrap().status, "complete");
+    assert_eq!(store.experiment(id).unwrap().status, ExperimentStatus::Complete);
     assert!(store.campaign_status(id).unwrap().unwrap().is_complete());
 }
 

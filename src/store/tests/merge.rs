@@ -14,7 +14,7 @@ fn source(db: &TestDb) -> (Store, i64) {
     s.record_run(e, &full_run(0)).unwrap();
     s.record_run(e, &run(1, 0, "alpha", "first", RunStatus::Ok, vec![Metric::lower("t", "s", 2.0)])).unwrap();
     s.record_run(e, &run(2, 0, "zeta", "first", RunStatus::Failed, vec![])).unwrap();
-    s.set_experiment_status(e, "complete").unwrap();
+    s.set_experiment_status(e, ExperimentStatus::Complete).unwrap();
     (s, e)
 }
 
@@ -130,7 +130,7 @@ fn shards_recorded_apart_merge_into_one_experiment() {
                 )
                 .unwrap();
             }
-            s.set_experiment_status(id, "complete").unwrap();
+            s.set_experiment_status(id, ExperimentStatus::Complete).unwrap();
             // Each file alone: a campaign with two shards missing.
             assert_eq!(s.campaign_status(id).unwrap().unwrap().missing.len(), 2);
         }
@@ -138,7 +138,7 @@ fn shards_recorded_apart_merge_into_one_experiment() {
         for (k, sdb) in shard_dbs.iter().enumerate() {
             crate::store::merge::merge(&mut all, &sdb.open()).unwrap();
             let id = all.find_campaign("nightly-7").unwrap().unwrap();
-            let expected = if k == 2 { "complete" } else { "running" };
+            let expected = if k == 2 { ExperimentStatus::Complete } else { ExperimentStatus::Running };
             assert_eq!(all.experiment(id).unwrap().status, expected, "after merging shard {}", k + 1);
         }
         assert_eq!(all.list_experiments().unwrap().len(), 1);

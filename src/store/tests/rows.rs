@@ -13,6 +13,7 @@ use super::sql::Value;
 use super::write::ExperimentRow;
 use super::*;
 use crate::inspect::machine::Machine;
+use crate::stored::ExperimentStatus;
 
 /// Inserts `value` into `table` (after `fixed`) and reads it back (each
 /// table holds one row in this test).
@@ -41,7 +42,7 @@ fn every_stored_type_round_trips_with_every_field() {
         eprintln!("backend {}", db.backend);
 
         let experiment = ExperimentRow {
-            status: "complete".into(),
+            status: ExperimentStatus::Complete,
             seed: "42".into(),
             plan_json: "[]".into(),
             environment_json: "{}".into(),
@@ -63,7 +64,7 @@ fn every_stored_type_round_trips_with_every_field() {
         assert_eq!(got.machine, machine);
         assert_eq!((got.fingerprint.as_str(), got.hardware.as_str()), ("f", "h"));
 
-        let shard = ShardRow { state: "failed".into(), machine_id: Some(got.id), ..distinct(5) };
+        let shard = ShardRow { state: ExperimentStatus::Failed, machine_id: Some(got.id), ..distinct(5) };
         assert_eq!(same(&mut store, "shards", &fixed_exp, &shard), shard);
 
         let run = RunRow { status: "ok".into(), ..distinct(6) };

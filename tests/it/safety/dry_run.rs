@@ -62,3 +62,45 @@ fn a_dry_run_says_which_variants_boot_which_kernel() {
         .says(&format!("kernel: the host's ({})", fslab::sys::kernel_release()));
     assert!(!dir.path().join("work").exists(), "the dry run created the work directory");
 }
+
+/// A file with several independent errors: each is reported with its
+/// file:line:col and key, then how many, and the exit status stays 2
+/// (issue 28 item 6). The workload of an unknown kind has a key of that
+/// kind too: it depends on the kind and is not reported.
+#[test]
+fn a_dry_run_reports_every_independent_error_of_a_file() {
+    let dir = common::workdir("fslab-dry-run");
+    let spec = common::write_spec(
+        dir.path(),
+        "bad.toml",
+        "name = \"many\"\n\
+         repetitions = 0\n\
+         [[variant]]\n\
+         name = \"a\"\n\
+         fs = \"zfs\"\n\
+         [[variant]]\n\
+         name = \"b\"\n\
+         fs = \"ext4\"\n\
+         size = \"1MiB\"\n\
+         scheduler = \"cfq\"\n\
+         [[workload]]\n\
+         kind = \"dance\"\n\
+         steps = 3\n\
+         [[workload]]\n\
+         kind = \"command\"\n\
+         command = \"true\"\n\
+         timeout = \"soon\"\n",
+    );
+    let ran = fslab(run_args(dir.path(), &spec, &["--dry-run"]));
+    let file = spec.display().to_string();
+    ran.expect(2)
+        .says(&format!("{file}:2:15: `repetitions`"))
+        .says(&format!("{file}:5:6: `fs`"))
+        .says(&format!("{file}:9:8: `size`"))
+        .says(&format!("{file}:10:13: `scheduler`"))
+        .says(&format!("{file}:12:8: `kind`"))
+        .says(&format!("{file}:17:11: `timeout`"))
+        .says(&format!("6 errors in {file}"));
+    assert!(!ran.stderr.contains("steps"), "an error that depends on an unknown kind was reported:\n{}", ran.stderr);
+    assert!(!dir.path().join("results.db").exists() && !dir.path().join("work").exists());
+}
