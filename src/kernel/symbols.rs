@@ -100,8 +100,15 @@ impl SymbolMap {
     /// The kernel's System.map, when it is beside the image and real (not
     /// Debian's placeholder); an unreadable or malformed one is an error.
     pub fn for_kernel(kernel: &KernelArtifacts) -> Result<Option<SymbolMap>> {
-        let Some(path) = kernel.system_map() else { return Ok(None) };
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        match kernel.system_map() {
+            Some(path) => Self::read(&path),
+            None => Ok(None),
+        }
+    }
+
+    /// The System.map at `path`, unless it is Debian's placeholder.
+    pub fn read(path: &Path) -> Result<Option<SymbolMap>> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         if text.len() < 4096 && text.contains(DEBIAN_PLACEHOLDER) {
             return Ok(None);
         }
@@ -109,7 +116,7 @@ impl SymbolMap {
     }
 
     /// The image's symbols from System.map or kallsyms text (module lines
-    /// are left out: see [`add_modules`](Self::add_modules)). `origin`
+    /// are left out: see [`set_modules`](Self::set_modules)). `origin`
     /// names the text in errors, which give its line.
     pub fn parse_image(text: &str, origin: &str) -> Result<SymbolMap> {
         let mut image = Vec::new();

@@ -343,12 +343,38 @@ pub struct Profiler {
 }
 
 impl Profiler {
-    /// For `kernel`: its System.map when it has a real one.
-    pub fn new(kernel: &KernelArtifacts) -> Profiler {
-        let (system_map, problem) = match SymbolMap::for_kernel(kernel) {
-            Ok(map) => (map, None),
-            Err(e) => (None, Some(format!("{e:#}"))),
-        };
+    /// For `kernel`: its System.map when it has a real one. `objdir`: the
+    /// object directory of a kernel fslab built, used when it holds this
+    /// very build (its `bzImage` is the kernel's image: the directory is
+    /// shared by every config of a tree and holds the last one built) to
+    /// group functions by source directory, and for the System.map of an
+    /// image cached before cache entries kept one.
+    pub fn new(kernel: &KernelArtifacts, objdir: Option<&Path>) -> Profiler {
+        let mut notes = Vec::new();
+        let same_build = objdir.filter(|dir| {
+            let same = std::fs::read(dir.join("arch/x86/boot/bzImage"))
+                .is_ok_and(|built| std::fs::read(&kernel.image).is_ok_and(|ours| ours == built));
+            if !same {
+                notes.push(format!(
+                    "{} holds another build of the tree than this kernel: functions are not grouped by directory",
+                    dir.display()
+                ));
+            }
+            same
+        });
+        let from_objects = || same_build.map(|d| SymbolMap::read(&d.join("System.map"))).unwrap_or(Ok(None));
+        let (system_map, problem) =
+            match SymbolMap::for_kernel(kernel).and_then(|m| m.map_or_else(from_objects, |m| Ok(Some(m)))) {
+                Ok(map) => (map, None),
+                Err(e) => (None, Some(format!("{e:#}"))),
+            };
+        let objects = same_build.and_then(|dir| match ObjectMap::read(dir) {
+            Ok(objects) => Some(objects),
+            Err(e) => {
+                notes.push(format!("{e:#}"));
+                None
+            }
+        });
         // Until the guest says where its image is: placed where linked
         // unless the kernel can randomize itself.
         let config = kernel.config.as_ref().and_then(|c| std::fs::read_to_string(c).ok());
@@ -360,32 +386,7 @@ impl Profiler {
             };
             m
         });
-        Profiler { map, system_map, objects: None, seen: None, problem, notes: Vec::new() }
-    }
-
-    /// Group kernel functions by the source directories of a built
-    /// kernel's objects, from its object directory `objdir`, when that
-    /// holds this very build (its System.map is the kernel's: the directory
-    /// is shared by every config of a tree and holds the last one built).
-    /// Otherwise, or when reading fails, the functions stay ungrouped and
-    /// the profile's `symbols` says why.
-    pub fn with_objects(mut self, kernel: &KernelArtifacts, objdir: &Path) -> Profiler {
-        let same = kernel
-            .system_map()
-            .and_then(|m| std::fs::read(m).ok())
-            .is_some_and(|ours| std::fs::read(objdir.join("System.map")).is_ok_and(|theirs| theirs == ours));
-        let read = match same {
-            true => ObjectMap::read(objdir),
-            false => Err(anyhow::anyhow!(
-                "{} holds another build of the tree than this kernel: functions are not grouped by directory",
-                objdir.display()
-            )),
-        };
-        match read {
-            Ok(objects) => self.objects = Some(objects),
-            Err(e) => self.notes.push(format!("{e:#}")),
-        }
-        self
+        Profiler { map, system_map, objects, seen: None, problem, notes }
     }
 
     /// What the guest must send.
@@ -506,15 +507,18 @@ mod tests {
         assert_eq!(idle.unit, None);
     }
 
-    /// A built kernel's object directory groups functions only when it holds
-    /// this build (the same System.map); otherwise the profile says why not.
+    /// A built kernel's object directory is used only when it holds this
+    /// build (the same image): then its System.map serves an image cached
+    /// without one; otherwise the profile says why the functions are not
+    /// grouped.
     #[test]
-    fn objects_of_another_build_are_not_used() {
+    fn an_object_directory_of_another_build_is_not_used() {
         let dir = tempfile::tempdir().unwrap();
         let (boot, obj) = (dir.path().join("boot"), dir.path().join("obj"));
         std::fs::create_dir_all(&boot).unwrap();
-        std::fs::create_dir_all(&obj).unwrap();
-        std::fs::write(boot.join("System.map-x"), MAP).unwrap();
+        std::fs::create_dir_all(obj.join("arch/x86/boot")).unwrap();
+        std::fs::write(boot.join("vmlinuz-x"), "this image").unwrap();
+        std::fs::write(obj.join("System.map"), MAP).unwrap();
         let kernel = KernelArtifacts {
             image: boot.join("vmlinuz-x"),
             modules_dir: None,
@@ -526,15 +530,17 @@ mod tests {
             package: None,
             build: None,
         };
-        std::fs::write(obj.join("System.map"), format!("{MAP}ffffffff81000400 T another_build\n")).unwrap();
-        let mut other = Profiler::new(&kernel).with_objects(&kernel, &obj);
+        std::fs::write(obj.join("arch/x86/boot/bzImage"), "another image").unwrap();
+        let mut other = Profiler::new(&kernel, Some(&obj));
         let p = other.profile(&blocks(), dir.path());
         assert!(p.symbols.contains("holds another build of the tree than this kernel"), "{}", p.symbols);
-        assert!(p.entries.iter().all(|e| e.unit.is_none()));
-        std::fs::write(obj.join("System.map"), MAP).unwrap();
-        let mut same = Profiler::new(&kernel).with_objects(&kernel, &obj);
+        assert!(p.symbols.starts_with("no symbols"), "its System.map is not this kernel's: {}", p.symbols);
+        std::fs::write(obj.join("arch/x86/boot/bzImage"), "this image").unwrap();
+        let mut same = Profiler::new(&kernel, Some(&obj));
         let p = same.profile(&blocks(), dir.path());
-        assert!(p.symbols.contains("has no vmlinux.a or built-in.a"), "the same build, read: {}", p.symbols);
+        assert!(p.symbols.starts_with(&obj.join("System.map").display().to_string()), "{}", p.symbols);
+        assert!(p.entries.iter().any(|e| e.symbol == "vfs_read"));
+        assert!(p.symbols.contains("has no vmlinux.a or built-in.a"), "read, but no archives: {}", p.symbols);
     }
 
     /// A kernel with a System.map that KASLR placed 0x2a00000 higher: the
@@ -555,7 +561,7 @@ mod tests {
             package: None,
             build: None,
         };
-        let mut profiler = Profiler::new(&kernel);
+        let mut profiler = Profiler::new(&kernel, None);
         assert_eq!(profiler.wanted(), GuestSymbolsWanted::Modules);
         let moved = BlockCounts { total: 100, user: 0, kernel: vec![(0xffffffff83a00104, 100)] };
         let before = profiler.profile(&moved, dir.path());
@@ -583,7 +589,7 @@ mod tests {
             package: None,
             build: None,
         };
-        let mut profiler = Profiler::new(&kernel);
+        let mut profiler = Profiler::new(&kernel, None);
         assert_eq!(profiler.wanted(), GuestSymbolsWanted::All, "no System.map: the guest's");
         let p = profiler.profile(&blocks(), dir.path());
         assert!(p.symbols.starts_with("no symbols"), "{}", p.symbols);

@@ -350,11 +350,7 @@ impl VmSession {
                             ",blocks={}",
                             check_path("session directory", &dir.join(icount::BLOCKS_FILE))?
                         ));
-                        let profiler = Profiler::new(kernel);
-                        session.profiler = Some(match &config.objects {
-                            Some(dir) => profiler.with_objects(kernel, dir),
-                            None => profiler,
-                        });
+                        session.profiler = Some(Profiler::new(kernel, config.objects.as_deref()));
                     }
                     Some(option)
                 }
