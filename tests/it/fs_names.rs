@@ -25,7 +25,6 @@ const ALLOWED: &[(&str, &str, &str)] = &[
         r#".filter(|f| f.fstype == "ext4")"#,
         "derived doctor fact ext4.mb_optimize_scan (kernel default by version and group count), as above",
     ),
-    ("src/report/fixture.rs", r#""fs": {"type": "ext4"}"#, "a sample experiment for report tests and docs"),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
