@@ -194,6 +194,17 @@ fn bisect_commits_names_the_planted_commit_of_a_kernel_history_each_step_increme
         assert!(k["objects"].as_u64().unwrap() <= 20, "more than the commits changed was compiled: {k}");
     }
 
+    // The bisection is in the store's history: a point per commit measured.
+    let history = Command::new(common::fslab_bin())
+        .args(["history", "reads/vm/instructions", "--by", "commit", "--format", "json", "--db", db.to_str().unwrap()])
+        .env_remove("FSLAB_DB")
+        .output()
+        .unwrap();
+    assert!(history.status.success(), "{}", text(&history));
+    let points: Value = serde_json::from_slice(&history.stdout).unwrap();
+    let measured = 2 + r["steps"].as_array().unwrap().len();
+    assert_eq!(points["points"].as_array().map(Vec::len), Some(measured), "{points:#}");
+
     // Resumed, it builds and measures nothing it did before.
     let (out, again) = bisect(&["--resume"]);
     assert_eq!(out.status.code(), Some(0), "{again:#}\n{}", text(&out));
