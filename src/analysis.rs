@@ -7,7 +7,10 @@
 //! verdict, whether it is a workload metric or named evidence such as
 //! `vm/instructions` under emulation); and the planning that
 //! reads the noise of earlier results (`fslab plan`, the runner's up-front
-//! note).
+//! note). [`profile`]: the same comparison per kernel function, of runs'
+//! stored profiles.
+
+pub mod profile;
 
 use std::ops::Deref;
 

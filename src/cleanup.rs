@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::media::connection::Connection;
+use crate::media::serve::IMAGE_FILE;
 use crate::sys::blockdev::DevNum;
 use crate::sys::marker::{dir_owner, owner, stale, DirOwner, MARKER};
 use crate::testbed::mount::mounted_under;
@@ -116,8 +117,12 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&[PathBuf]>) -> CleanupRe
     // Loop devices are found by their backing file's path, which an
     // aborted server's exit can take away (its mount is detached lazily
     // while the loop device holds the file): list them before aborting.
-    let loop_devices = loopdev::attached();
-    let aborted = abort_stale_media(&mut report, all, &in_scope);
+    let servers = media_server_processes();
+    let loop_devices = marked_loop_devices(&servers);
+    let aborted = abort_stale_media(&mut report, all, &in_scope, &loop_devices);
+    // Servers whose mount is gone serve no one but a stale loop device: a
+    // stopped one never exits by itself.
+    stale_media_servers(&mut report, all, &in_scope, Duration::ZERO);
 
     // cgroups first: killing their processes frees the mounts.
     let flavor = cgroup::detect();
@@ -159,23 +164,23 @@ fn run(workdirs: &[PathBuf], all: bool, within: Option<&[PathBuf]>) -> CleanupRe
     // they go after the loop devices.
     unmount_marked(&mut report, all, &in_scope, &aborted, |m| !is_media(m));
 
-    for (device, backing) in loop_devices {
-        let backing_str = backing.to_string_lossy();
-        if !backing_str.contains(MARKER) || !in_scope(&backing_str) {
+    for MarkedLoop { device, path, .. } in loop_devices {
+        let path_str = path.to_string_lossy();
+        if !in_scope(&path_str) {
             continue;
         }
-        if stale(&backing_str, all) {
+        if stale(&path_str, all) {
             if let (Some(cgroup::Flavor::V1(root)), Ok(dev)) = (&flavor, DevNum::of(&device)) {
                 let _ = cgroup::clear_v1_rules(root, dev);
             }
-            report.note(format!("loop device {} ({})", device.display(), backing.display()), loopdev::detach(&device));
+            report.note(format!("loop device {} ({})", device.display(), path.display()), loopdev::detach(&device));
         } else {
             report.in_use.push(format!("loop device {}", device.display()));
         }
     }
 
     unmount_marked(&mut report, all, &in_scope, &aborted, is_media);
-    stale_media_servers(&mut report, all, &in_scope);
+    stale_media_servers(&mut report, all, &in_scope, SERVER_EXIT_GRACE);
 
     if within.is_none() {
         system_wide(&mut report, &flavor, all);
@@ -229,15 +234,104 @@ fn stale_media_mounts(all: bool, in_scope: &dyn Fn(&str) -> bool) -> Vec<mount::
         .collect()
 }
 
-/// Abort the FUSE connection of every stale media mount (errors reported;
-/// an abort is not a removal, so it is not listed as one). Returns the
-/// testbed directories whose connection was aborted.
-fn abort_stale_media(report: &mut CleanupReport, all: bool, in_scope: &dyn Fn(&str) -> bool) -> Vec<PathBuf> {
+/// A loop device on an image fslab made.
+struct MarkedLoop {
+    device: PathBuf,
+    /// The image's path, with fslab's marker (its owner and scope are read
+    /// from it).
+    path: PathBuf,
+    /// What the kernel keeps of the backing file, for a media server's
+    /// image (None for other images, or when it cannot be read).
+    backing: Option<loopdev::Backing>,
+}
+
+/// Every attached loop device on an image fslab made. The path is the
+/// `/sys` backing file's when that carries the marker. A media server's
+/// mount detached lazily (the server's answer to SIGHUP, which the kernel
+/// sends a stopped server when fslab's death orphans its process group)
+/// makes that read `/image`; the path is then the one the device was
+/// attached by, or, where the kernel cut that to 63 bytes, the image of the
+/// one media server whose image path it begins.
+fn marked_loop_devices(servers: &[MediaServerProcess]) -> Vec<MarkedLoop> {
+    let attached_path = |attached_as: &str| -> Option<PathBuf> {
+        if attached_as.len() < loopdev::ATTACHED_AS_MAX {
+            return Some(PathBuf::from(attached_as));
+        }
+        let mut images = servers
+            .iter()
+            .map(|s| Path::new(&s.mountpoint).join(IMAGE_FILE))
+            .filter(|image| image.to_string_lossy().starts_with(attached_as));
+        match (images.next(), images.next()) {
+            (Some(image), None) => Some(image),
+            _ => None,
+        }
+    };
+    loopdev::attached()
+        .into_iter()
+        .filter_map(|(device, shown)| {
+            // Only a served image's device (`…/media/image`, or `/image`
+            // once detached) needs its status: no other device is opened.
+            let served = shown.file_name().is_some_and(|n| n == IMAGE_FILE);
+            let backing = if served { loopdev::backing(&device).ok() } else { None };
+            let path = if shown.to_string_lossy().contains(MARKER) {
+                shown
+            } else {
+                attached_path(&backing.as_ref()?.attached_as)?
+            };
+            path.to_string_lossy().contains(MARKER).then_some(MarkedLoop { device, path, backing })
+        })
+        .collect()
+}
+
+/// The testbed directory `path` lies in (itself or its nearest marker-named
+/// ancestor).
+fn testbed_of(path: &Path) -> Option<PathBuf> {
+    path.ancestors()
+        .find(|a| a.file_name().is_some_and(|n| n.to_string_lossy().starts_with(MARKER)))
+        .map(Path::to_path_buf)
+}
+
+/// Abort the FUSE connection of every stale media server: those of media
+/// mounts, and those in no mountinfo of this namespace (detached, or
+/// mounted in another) that a stale loop device on a served image still
+/// holds, found by the device number of the image's filesystem. Errors are
+/// reported; an abort is not a removal, so it is not listed as one.
+/// Returns the testbed directories whose connection was aborted.
+fn abort_stale_media(
+    report: &mut CleanupReport,
+    all: bool,
+    in_scope: &dyn Fn(&str) -> bool,
+    loop_devices: &[MarkedLoop],
+) -> Vec<PathBuf> {
+    let mut connections: Vec<(Connection, PathBuf)> = stale_media_mounts(all, in_scope)
+        .iter()
+        .map(|m| (Connection::of_line(m), PathBuf::from(&m.mountpoint)))
+        .collect();
+    // Every filesystem mounted here: a mounted FUSE filesystem that is not
+    // a media mount is not fslab's to abort (a work directory on sshfs).
+    // Unknown when mountinfo cannot be read: then none is aborted.
+    let mounted: Option<HashSet<DevNum>> = fs::read_to_string(crate::sys::mountinfo::PATH)
+        .map(|t| mount::parse_mountinfo(&t).iter().map(|m| DevNum { major: m.major, minor: m.minor }).collect())
+        .ok();
+    for l in loop_devices {
+        let Some(backing) = &l.backing else { continue };
+        let path_str = l.path.to_string_lossy();
+        let served = l.path.file_name().is_some_and(|n| n == IMAGE_FILE);
+        let unmounted = mounted.as_ref().is_some_and(|m| !m.contains(&backing.filesystem));
+        if !served || !unmounted || !in_scope(&path_str) || !stale(&path_str, all) {
+            continue;
+        }
+        // A dead server's connection ended with it.
+        let connection = Connection::of_device(backing.filesystem);
+        if connection.exists() {
+            connections.push((connection, l.path.clone()));
+        }
+    }
     let mut aborted = Vec::new();
-    for m in stale_media_mounts(all, in_scope) {
-        match Connection::of_line(&m).abort() {
-            Ok(()) => aborted.extend(Path::new(&m.mountpoint).parent().map(Path::to_path_buf)),
-            Err(e) => report.errors.push(format!("FUSE connection of {}: {e:#}", m.mountpoint)),
+    for (connection, at) in connections {
+        match connection.abort() {
+            Ok(()) => aborted.extend(testbed_of(&at)),
+            Err(e) => report.errors.push(format!("FUSE connection {} of {}: {e:#}", connection.name(), at.display())),
         }
     }
     aborted
@@ -246,39 +340,54 @@ fn abort_stale_media(report: &mut CleanupReport, all: bool, in_scope: &dyn Fn(&s
 /// How long a stale media server gets to exit once its mount is gone.
 const SERVER_EXIT_GRACE: Duration = Duration::from_secs(2);
 
-/// Media servers (`fslab media-serve … --mountpoint <testbed>/media`)
-/// whose testbed's owner is gone and that outlived their mount: a stopped
-/// one never exits by itself. Killed (SIGKILL reaches a stopped process).
-fn stale_media_servers(report: &mut CleanupReport, all: bool, in_scope: &dyn Fn(&str) -> bool) {
-    let servers = || -> Vec<(i32, String)> {
+/// A running `fslab media-serve … --mountpoint <testbed>/media`.
+struct MediaServerProcess {
+    pid: i32,
+    /// Its `--mountpoint`, which carries fslab's marker.
+    mountpoint: String,
+}
+
+/// Every running media server whose mount point carries fslab's marker.
+fn media_server_processes() -> Vec<MediaServerProcess> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else { continue };
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<String> = cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
+        if args.get(1).map(String::as_str) != Some("media-serve") {
+            continue;
+        }
+        let Some(at) = args.iter().position(|a| a == "--mountpoint").and_then(|i| args.get(i + 1)) else {
+            continue;
+        };
+        if at.contains(MARKER) {
+            found.push(MediaServerProcess { pid, mountpoint: at.clone() });
+        }
+    }
+    found
+}
+
+/// Media servers whose testbed's owner is gone and that outlived their
+/// mount (given `grace` to exit once it went): a stopped one never exits by
+/// itself. Killed (SIGKILL reaches a stopped process; the server's end of
+/// /dev/fuse closing aborts its connection too).
+fn stale_media_servers(report: &mut CleanupReport, all: bool, in_scope: &dyn Fn(&str) -> bool, grace: Duration) {
+    let servers = || -> Vec<MediaServerProcess> {
         let mounted: Vec<String> = fs::read_to_string("/proc/self/mountinfo")
             .map(|t| mount::parse_mountinfo(&t).into_iter().map(|m| m.mountpoint).collect())
             .unwrap_or_default();
-        let mut found = Vec::new();
-        for entry in fs::read_dir("/proc").into_iter().flatten().flatten() {
-            let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<i32>().ok()) else { continue };
-            let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else { continue };
-            let args: Vec<String> =
-                cmdline.split(|b| *b == 0).map(|a| String::from_utf8_lossy(a).into_owned()).collect();
-            if args.get(1).map(String::as_str) != Some("media-serve") {
-                continue;
-            }
-            let Some(at) = args.iter().position(|a| a == "--mountpoint").and_then(|i| args.get(i + 1)) else {
-                continue;
-            };
-            if at.contains(MARKER) && in_scope(at) && stale(at, all) && !mounted.contains(at) {
-                found.push((pid, at.clone()));
-            }
-        }
-        found
+        media_server_processes()
+            .into_iter()
+            .filter(|s| in_scope(&s.mountpoint) && stale(&s.mountpoint, all) && !mounted.contains(&s.mountpoint))
+            .collect()
     };
-    let deadline = std::time::Instant::now() + SERVER_EXIT_GRACE;
+    let deadline = std::time::Instant::now() + grace;
     while !servers().is_empty() && std::time::Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
-    for (pid, at) in servers() {
+    for MediaServerProcess { pid, mountpoint } in servers() {
         let killed = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), nix::sys::signal::Signal::SIGKILL);
-        report.note(format!("media server process {pid} ({at})"), killed.map_err(Into::into));
+        report.note(format!("media server process {pid} ({mountpoint})"), killed.map_err(Into::into));
     }
 }
 

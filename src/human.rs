@@ -150,6 +150,26 @@ pub fn si_prefix(largest: f64) -> (f64, &'static str) {
     (10f64.powi(3 * power), SI_PREFIXES[(power + 4) as usize])
 }
 
+/// A large count with an SI prefix ([`si_prefix`]): `24.21 G`, `1.235 M`,
+/// `980 k`, `5000` (instruction counts); [`number`]'s digits.
+pub fn count(v: f64) -> String {
+    match si_prefix(v) {
+        _ if !v.is_finite() => NONE.to_string(),
+        (_, "") => number(v),
+        (factor, prefix) => format!("{} {prefix}", number(v / factor)),
+    }
+}
+
+/// [`count`] with its sign: `+1.5 M`, `-980 k`, `0` (a difference).
+pub fn signed_count(v: f64) -> String {
+    let text = count(v);
+    if v > 0.0 && text != "0" {
+        format!("+{text}")
+    } else {
+        text
+    }
+}
+
 /// A duration given in seconds: `850 µs`, `12.5 ms`, `3.2 s`, `2 min 05 s`, `1 h 02 min`.
 pub fn duration_s(s: f64) -> String {
     if !s.is_finite() {
@@ -176,6 +196,18 @@ pub fn duration_s(s: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counts_take_a_decimal_prefix() {
+        assert_eq!(count(24_213_000_000.0), "24.21 G");
+        assert_eq!(count(1_234_567.0), "1.235 M");
+        assert_eq!(count(-980_000.0), "-980 k");
+        assert_eq!(count(512.0), "512");
+        assert_eq!(count(f64::NAN), NONE);
+        assert_eq!(signed_count(14_940_000.0), "+14.94 M");
+        assert_eq!(signed_count(-5.0), "-5");
+        assert_eq!(signed_count(0.0), "0");
+    }
 
     #[test]
     fn numbers_have_one_format() {

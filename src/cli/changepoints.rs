@@ -1,6 +1,7 @@
 //! `fslab simulate-changepoints` (hidden): the error rates of change-point
-//! detection and of the CI gate on synthetic series, as Markdown tables
-//! (or JSON) for BENCHMARKS.md.
+//! detection, of the CI gate, of the bisection oracle and of whole
+//! bisections (one commit a step or several) on synthetic series, as
+//! Markdown tables (or JSON) for BENCHMARKS.md.
 
 use std::process::ExitCode;
 
@@ -15,7 +16,8 @@ use fslab::report::{render, Format};
 use fslab::stats::changepoint::ChangePointConfig;
 use fslab::stats::gate::GateConfig;
 use fslab::stats::simulation::{
-    changepoint_accuracy, changepoint_scenarios, gate_error_rates, gate_scenarios, oracle_rates, oracle_scenarios,
+    bisection_rates, bisection_scenarios, changepoint_accuracy, changepoint_scenarios, gate_error_rates,
+    gate_scenarios, oracle_rates, oracle_scenarios,
 };
 
 /// Text is Markdown tables.
@@ -31,6 +33,9 @@ pub struct SimulateChangepointsArgs {
     /// Bisection steps per oracle row.
     #[arg(long, default_value_t = 4000)]
     steps: usize,
+    /// Whole bisections per bisection row.
+    #[arg(long, default_value_t = 2000)]
+    bisections: usize,
     /// Oracle: runs per side before the first question.
     #[arg(long, value_name = "N", default_value_t = 3, alias = "start-runs")]
     min_runs: usize,
@@ -83,6 +88,13 @@ pub fn simulate(args: SimulateChangepointsArgs) -> Result<ExitCode> {
         .enumerate()
         .map(|(i, s)| oracle_rates(s, (args.min_runs, args.max_runs), args.oracle_alpha, args.steps, seed(200 + i)))
         .collect();
+    let bisections: Vec<_> = bisection_scenarios()
+        .into_iter()
+        .enumerate()
+        .map(|(i, s)| {
+            bisection_rates(s, (args.min_runs, args.max_runs), args.oracle_alpha, args.bisections, seed(300 + i))
+        })
+        .collect();
     let doc = ChangepointSimulation {
         changepoint: cp,
         gate,
@@ -90,6 +102,7 @@ pub fn simulate(args: SimulateChangepointsArgs) -> Result<ExitCode> {
         changepoints: cps,
         gates,
         oracles,
+        bisections,
     };
     output::print(&render(args.format.chosen(), &doc)?)?;
     Ok(ExitCode::SUCCESS)

@@ -12,6 +12,7 @@ use fslab::history::across::{self, Mixing};
 use fslab::history::ExperimentSnapshot;
 use fslab::output;
 use fslab::report::data::comparison_for;
+use fslab::report::documents::profile::ProfileReport;
 use fslab::report::{CompareReport, Detail, Format};
 use fslab::store::Store;
 
@@ -44,6 +45,13 @@ pub struct CompareArgs {
     /// Equivalence band in percent (default: the experiment's, usually 2).
     #[arg(long, value_name = "PCT", value_parser = super::values::theta_percent)]
     theta: Option<f64>,
+    /// Where the instructions went: per kernel function, both sides' counts, the change with its CI and a verdict
+    /// (runs under TCG store a profile), the functions that moved most first.
+    #[arg(long, conflicts_with_all = ["experiments", "by"])]
+    profile: bool,
+    /// Functions the text lists per comparison with --profile (JSON has all).
+    #[arg(long, value_name = "N", default_value_t = fslab::report::documents::profile::DEFAULT_ROWS, requires = "profile")]
+    profile_rows: usize,
     #[command(flatten)]
     format: FormatArgs,
     #[command(flatten)]
@@ -90,6 +98,10 @@ pub fn compare(args: CompareArgs) -> Result<ExitCode> {
         )));
     }
     let id = super::experiment_id(&store, &args.db.db, args.experiment)?;
+    if args.profile {
+        print_profile(&store, id, &args, format)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let selection = args.selection(Some(id));
     let detail = args.detail.detail(&args.db, &selection, Some(&selection));
     print_comparison(&store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0), format, detail)?;
@@ -185,6 +197,24 @@ fn compare_experiments(store: &Store, args: &CompareArgs, format: Format) -> Res
     };
     output::print(&format.exporter().comparison(&report)?)?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--profile`: the differential profiles of experiment `id`, against the
+/// same baseline and with the same α, θ and design as its comparison.
+fn print_profile(store: &Store, id: i64, args: &CompareArgs, format: Format) -> Result<()> {
+    let experiment = store.experiment(id)?;
+    let data = comparison_for(store, id, args.baseline.as_deref(), args.theta.map(|t| t / 100.0))?;
+    let mut cfg = fslab::analysis::compare_config_from_spec(&experiment.plan.experiment);
+    cfg.theta = data.theta;
+    let runs = fslab::analysis::profile::load(store, id)?;
+    let doc = ProfileReport {
+        experiment_id: id,
+        experiment_name: experiment.name.clone(),
+        comparisons: fslab::analysis::profile::compare_profiles(&runs, &data.baseline, &cfg),
+        rows: args.profile_rows,
+    };
+    output::print(&fslab::report::render(format, &doc)?)?;
+    Ok(())
 }
 
 /// Print the comparison of experiment `id` in `format`, its text in `detail`.

@@ -136,6 +136,8 @@ fn vm_probe(args: ProbeArgs) -> Result<ExitCode> {
         kernel_args: args.kernel_args.clone(),
         agent: None,
         disk_media: None,
+        profile: true,
+        objects: None,
     };
     diagnostic(&format!("vm-probe: booting {} ({})", kernel.release, kernel.source));
     match probe_session(&kernel, &config, &absolute(&args.workdir)?, &args) {

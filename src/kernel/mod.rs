@@ -27,6 +27,7 @@ pub mod outlook;
 pub mod prune;
 pub mod source;
 pub mod stage;
+pub mod symbols;
 pub mod transfer;
 
 use std::fs::{self, File};

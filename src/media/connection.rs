@@ -10,14 +10,17 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+use crate::sys::blockdev::DevNum;
+
 /// Where the kernel's FUSE control filesystem is mounted.
 const FUSECTL: &str = "/sys/fs/fuse/connections";
 
 /// One FUSE mount's connection.
 #[derive(Clone, Debug)]
 pub struct Connection {
-    /// The mount point, for messages and the forced-unmount fallback.
-    mountpoint: PathBuf,
+    /// The mount point, for messages and the forced-unmount fallback; None
+    /// for a connection found through a loop device (its mount detached).
+    mountpoint: Option<PathBuf>,
     /// Its fusectl directory's name: the superblock's device number as the
     /// kernel writes a `dev_t` (`major << 20 | minor`, major 0 for FUSE).
     dev: u64,
@@ -44,7 +47,29 @@ impl Connection {
 
     /// The connection of a mountinfo line (a FUSE mount's).
     pub fn of_line(m: &crate::sys::mountinfo::MountInfo) -> Connection {
-        Connection { mountpoint: PathBuf::from(&m.mountpoint), dev: (u64::from(m.major) << 20) | u64::from(m.minor) }
+        Connection {
+            mountpoint: Some(PathBuf::from(&m.mountpoint)),
+            ..Connection::of_device(DevNum { major: m.major, minor: m.minor })
+        }
+    }
+
+    /// The connection of the FUSE filesystem with device number
+    /// `filesystem`, as `stat` gives it or `LOOP_GET_STATUS64` for a loop
+    /// device's backing file (which names it also once its mount was
+    /// detached); see [`Connection::exists`].
+    pub fn of_device(filesystem: DevNum) -> Connection {
+        Connection { mountpoint: None, dev: (u64::from(filesystem.major) << 20) | u64::from(filesystem.minor) }
+    }
+
+    /// Whether fusectl lists the connection: the device is a FUSE
+    /// filesystem's whose connection is still there.
+    pub fn exists(&self) -> bool {
+        ensure_fusectl().is_ok() && self.dir().is_dir()
+    }
+
+    /// Its fusectl name, for messages.
+    pub fn name(&self) -> String {
+        self.dev.to_string()
     }
 
     fn dir(&self) -> PathBuf {
@@ -64,20 +89,19 @@ impl Connection {
     pub fn abort(&self) -> Result<()> {
         let through_fusectl =
             ensure_fusectl().and_then(|()| std::fs::write(self.dir().join("abort"), b"1").map_err(Into::into));
-        match through_fusectl {
-            Ok(()) => Ok(()),
-            Err(e) => {
-                // EBUSY (the loop device still holds the image) after the abort is fine.
-                match nix::mount::umount2(&self.mountpoint, nix::mount::MntFlags::MNT_FORCE) {
-                    Ok(()) | Err(nix::errno::Errno::EBUSY) => Ok(()),
-                    Err(force) => Err(e).with_context(|| {
-                        format!(
-                            "aborting the FUSE connection of {} (a forced unmount failed too: {force})",
-                            self.mountpoint.display()
-                        )
-                    }),
-                }
-            }
+        let Err(e) = through_fusectl else { return Ok(()) };
+        let Some(mountpoint) = &self.mountpoint else {
+            return Err(e).with_context(|| format!("aborting FUSE connection {}", self.dev));
+        };
+        // EBUSY (the loop device still holds the image) after the abort is fine.
+        match nix::mount::umount2(mountpoint, nix::mount::MntFlags::MNT_FORCE) {
+            Ok(()) | Err(nix::errno::Errno::EBUSY) => Ok(()),
+            Err(force) => Err(e).with_context(|| {
+                format!(
+                    "aborting the FUSE connection of {} (a forced unmount failed too: {force})",
+                    mountpoint.display()
+                )
+            }),
         }
     }
 }

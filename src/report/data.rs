@@ -128,6 +128,21 @@ impl ReportData {
         Headline::new(&self.comparison, self.runs.iter().map(|r| &r.run))
     }
 
+    /// The differential profiles of the runs that stored one, against the
+    /// report's baseline, with the experiment's α, θ and design
+    /// ([`crate::analysis::profile`]); empty without profiles.
+    pub fn profiles(&self) -> Result<Vec<crate::analysis::profile::ProfileComparison>> {
+        let mut runs = Vec::new();
+        for r in self.runs.iter().filter(|r| r.run.status == crate::record::RunStatus::Ok) {
+            if let Some(p) = crate::analysis::profile::profile_of(&r.run, &r.extras) {
+                runs.push(p?);
+            }
+        }
+        let mut cfg = compare_config_from_spec(&self.experiment.plan.experiment);
+        cfg.theta = self.comparison.theta;
+        Ok(crate::analysis::profile::compare_profiles(&runs, &self.comparison.baseline, &cfg))
+    }
+
     /// Variant names in experiment order, then any only seen in runs.
     pub fn variant_names(&self) -> Vec<String> {
         let mut names = self.comparison.variants.clone();

@@ -362,3 +362,71 @@ pub fn compare_report<'a>(d: &'a ReportData, runs: &'a [StoredRun], detail: Deta
         detail,
     }
 }
+
+/// One profiled guest run of `reads` reads: read_zero's 45 instructions
+/// per read, user space, the idle loop, a function only some runs stored,
+/// and the remainder.
+fn profiled_run(seq: usize, variant: &str, reads: u64, jitter: u64, rare: bool) -> RunData {
+    use crate::vm::profile::{Counting, Origin, ProfileEntry, RunProfile, MIN_SHARE};
+    let entry = |symbol: &str, origin: Origin, unit: Option<&str>, count: u64| ProfileEntry {
+        symbol: symbol.into(),
+        origin,
+        unit: unit.map(str::to_string),
+        count,
+    };
+    let mut entries = vec![
+        entry("read_zero", Origin::Kernel, None, 45 * reads + jitter),
+        entry("user", Origin::User, None, 1_700_000 + 3 * jitter),
+        entry("squashfs_read_data", Origin::Module, Some("squashfs"), 20_000 - jitter),
+        entry("do_idle", Origin::Kernel, None, 700 + jitter),
+    ];
+    if rare {
+        entries.push(entry("rare_fn <x>", Origin::Kernel, None, 5_000));
+    }
+    let other = 1_000 + jitter;
+    let total = entries.iter().map(|e| e.count).sum::<u64>() + other;
+    let profile = RunProfile {
+        counting: Counting::Exact,
+        total,
+        entries,
+        other,
+        other_entries: 3,
+        min_share: MIN_SHARE,
+        symbols: "the guest's /proc/kallsyms".into(),
+    };
+    let metric = Metric {
+        name: crate::vm::icount::METRIC.into(),
+        unit: "insn".into(),
+        higher_is_better: false,
+        value: total as f64,
+    };
+    let mut stored = run(seq, seq / 2, variant, "reads", vec![metric], None);
+    stored.id = 100 + seq as i64;
+    RunData { run: stored, monitor: None, extras: vec![("profile".into(), serde_json::to_value(&profile).unwrap())] }
+}
+
+/// An emulated experiment whose runs stored profiles: `more` reads 1.5
+/// times as much as `base` (5 runs each, interleaved).
+pub fn profiled() -> ReportData {
+    let mut d = build(vec![], &[]);
+    d.experiment.name = "reads <profile>".into();
+    d.runs = (0..10)
+        .map(|i| {
+            let (variant, reads) = if i % 2 == 0 { ("base", 100_000) } else { ("more", 150_000) };
+            profiled_run(i, variant, reads, (i as u64 / 2) * 17, i % 4 == 0)
+        })
+        .collect();
+    d.comparison.baseline = "base".into();
+    d.comparison.variants = vec!["base".into(), "more".into()];
+    d
+}
+
+/// The profiles of [`profiled`], as `compare --profile` loads them.
+pub fn profiled_runs() -> Vec<crate::analysis::profile::ProfiledRun> {
+    profiled()
+        .runs
+        .iter()
+        .filter_map(|r| crate::analysis::profile::profile_of(&r.run, &r.extras))
+        .map(|p| p.unwrap())
+        .collect()
+}

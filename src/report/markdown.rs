@@ -101,6 +101,8 @@ pub fn render_markdown(d: &ReportData) -> String {
         }
     }
 
+    profile_section(d, &mut out);
+
     if !d.places.all_host() {
         out.push_str("### Where the variants ran\n\n");
         for line in d.places.lines() {
@@ -152,6 +154,26 @@ pub fn render_markdown(d: &ReportData) -> String {
     }
     out
 }
+
+/// Where the instructions went, when runs stored profiles: the functions
+/// that moved most per comparison (`fslab compare --profile` has them all).
+fn profile_section(d: &ReportData, out: &mut String) {
+    match d.profiles() {
+        Ok(comparisons) if comparisons.is_empty() => {}
+        Ok(comparisons) => {
+            out.push_str("### Where the instructions went\n\n");
+            for c in &comparisons {
+                out.push_str(&super::documents::profile::markdown_of(c, PROFILE_ROWS));
+            }
+        }
+        Err(e) => {
+            let _ = write!(out, "### Where the instructions went\n\n{}\n\n", md_esc(&format!("{e:#}")));
+        }
+    }
+}
+
+/// Functions per comparison in the Markdown profile.
+const PROFILE_ROWS: usize = 10;
 
 /// The compact verdict table of `rows`.
 fn verdict_table(rows: &[&ComparisonRow], out: &mut String) {

@@ -213,11 +213,13 @@ impl KernelVms {
 
         let summary = session.summary();
         let instructions = session.take_instructions();
+        let profile = session.take_profile();
         let mut record = match answer {
             Ok(record) => record,
             Err(e) => failed(e.context(format!("running in the VM of variant `{}`", variant.name))),
         };
         if record.status == Some(RunStatus::Ok) {
+            store_profile(&mut record, profile, instructions.as_ref());
             record.metrics.extend(instructions);
         }
         let guest_release = record.place.as_ref().map(|p| p.kernel_release.clone());
@@ -269,7 +271,9 @@ impl KernelVms {
         let variant = &exp.variants[index];
         let kernel = self.kernels.get(&index).context("the variant's kernel was not resolved")?;
         let spec = variant.vm.clone().unwrap_or_default();
-        let config = vm_config(exp, variant, &spec);
+        let mut config = vm_config(exp, variant, &spec);
+        // A kernel fslab built: its profiles group functions by source directory.
+        config.objects = kernel.build.as_ref().map(|b| b.object_dir(&kernel_cache(exp)));
         // Shown read-only in the guest, so it must exist (a workload without inputs never made it).
         crate::sys::trusted::ensure_dir(&exp.cache_dir()).context("the input cache")?;
         observer.message(&format!(
@@ -338,6 +342,29 @@ fn kernel_cache(exp: &Experiment) -> PathBuf {
     exp.kernel_cache.clone()
 }
 
+/// Stores the run's profile (extra [`vm::profile::EXTRA`]), or says in the
+/// run's notes why there is none: the plugin's file did not parse, or its
+/// total is not the window's count (both come from one snapshot, so that
+/// would be a bug).
+fn store_profile(
+    record: &mut RunRecord,
+    profile: Option<Result<vm::profile::RunProfile>>,
+    instructions: Option<&crate::metric::Metric>,
+) {
+    let profile = match profile {
+        None => return,
+        Some(Err(e)) => return record.notes.push(format!("no profile of this run: {e:#}")),
+        Some(Ok(p)) => p,
+    };
+    if let Some(count) = instructions.map(|m| m.value as u64).filter(|&c| c != profile.total) {
+        let total = profile.total;
+        return record.notes.push(format!("no profile of this run: it counts {total} instructions, the run {count}"));
+    }
+    if let Err(e) = record.put_extra(vm::profile::EXTRA, &profile) {
+        record.notes.push(format!("no profile of this run: {e:#}"));
+    }
+}
+
 /// The VM of `variant`: sized as its `vm` says, a testbed disk as large as
 /// its testbed, the filesystem's module loaded, the input cache (and the
 /// experiment file's directory, for input files it names) shown read-only.
@@ -369,6 +396,8 @@ fn vm_config(exp: &Experiment, variant: &VariantConfig, spec: &crate::experiment
         kernel_args: spec.cmdline.clone(),
         agent: None,
         disk_media: variant.testbed.device.clone(),
+        profile: true,
+        objects: None,
     }
 }
 
@@ -440,4 +469,39 @@ fn variant_findings(
         ..StoredFinding::default()
     };
     Some(crate::inspect::doctor(&facts, rules).findings.iter().map(brief).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::vm::icount::BlockCounts;
+    use crate::vm::profile::{attribute, RunProfile};
+
+    fn profile(total: u64) -> RunProfile {
+        attribute(&BlockCounts { total, user: total, kernel: vec![] }, None, None, "none")
+    }
+
+    /// A profile is stored only when it adds up to the run's count; else
+    /// the run keeps its count and its notes say why there is no profile.
+    #[test]
+    fn a_profile_is_stored_when_it_adds_up_and_a_note_says_why_not() {
+        let count = crate::metric::Metric::lower(vm::icount::METRIC, "insn", 1000.0);
+        let mut record = RunRecord::default();
+        store_profile(&mut record, Some(Ok(profile(1000))), Some(&count));
+        let stored: RunProfile = record.extra(vm::profile::EXTRA).unwrap().unwrap();
+        assert_eq!((stored.total, record.notes.len()), (1000, 0));
+
+        let mut record = RunRecord::default();
+        store_profile(&mut record, Some(Ok(profile(999))), Some(&count));
+        assert!(record.extra::<RunProfile>(vm::profile::EXTRA).is_none());
+        assert_eq!(record.notes, ["no profile of this run: it counts 999 instructions, the run 1000"]);
+
+        let mut record = RunRecord::default();
+        store_profile(&mut record, Some(Err(anyhow!("blocks:5: expected `<hex address> <count>`"))), Some(&count));
+        assert_eq!(record.notes, ["no profile of this run: blocks:5: expected `<hex address> <count>`"]);
+
+        let mut record = RunRecord::default();
+        store_profile(&mut record, None, Some(&count));
+        assert!(record.extras.is_empty() && record.notes.is_empty(), "no profiling, nothing to say");
+    }
 }

@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::Value;
 
 use super::kinds::{self, probe, Handler};
+use super::profile::SymbolExport;
 use super::protocol::{self, Ready, Reply, Request, Response, SessionInfo, READY_FILE, SESSION_FILE, SHUTDOWN};
 use crate::sys::modules::ensure_all_loaded;
 
@@ -52,6 +53,10 @@ pub fn run(exchange: &Path, extra: &[(&str, Handler)]) -> Result<()> {
     if let Ready::Error(e) = ready {
         bail!("guest setup failed: {e}");
     }
+    // After ready, so the boot is not longer for it; before the first
+    // request is read, so the host has the symbols for the first profile.
+    let mut symbols = SymbolExport::new(info.symbols);
+    symbols.refresh(exchange)?;
     let mut seq = 1;
     let mut host_checked = Instant::now();
     let mut last_answer = Instant::now();
@@ -71,6 +76,11 @@ pub fn run(exchange: &Path, extra: &[(&str, Handler)]) -> Result<()> {
         let _ = fs::remove_file(&path);
         let done = request.kind == SHUTDOWN;
         let reply = if done { Reply::Ok(Value::Null) } else { answer(&request, extra) };
+        // A request may have loaded modules (a mount): their symbols go
+        // out before the answer, so the host's profile of it has them.
+        if !done {
+            symbols.refresh(exchange)?;
+        }
         protocol::write_atomic(&protocol::response_path(exchange, seq), &Response { seq, reply })?;
         if done {
             return Ok(());

@@ -12,6 +12,7 @@
 //!
 //! * [`tools`]: finding virtme-ng, QEMU, the Rust virtiofsd, kmod, …
 //! * [`icount`]: guest instructions in a run's measured part (TCG plugin).
+//! * [`profile`]: those instructions by kernel function (a run's profile).
 //! * [`kvm`]: does KVM really work for this guest (a time-bounded boot)?
 //! * [`session`]: boot, request, shutdown, teardown on every path out.
 //! * [`agent`], [`kinds`]: the guest side and the request kinds it answers.
@@ -29,6 +30,7 @@ pub mod icount;
 pub mod kinds;
 pub mod kvm;
 pub mod leftovers;
+pub mod profile;
 pub mod protocol;
 pub mod session;
 pub mod tools;
@@ -107,6 +109,19 @@ pub struct VmConfig {
     /// served on the host by `fslab media-serve` and QEMU opens the served
     /// file, so every guest request reaches the model.
     pub disk_media: Option<crate::media::DeviceSpec>,
+    /// When the guest's instructions are counted (TCG with the plugin):
+    /// also attribute them to kernel functions, a [`profile::RunProfile`]
+    /// per run. False keeps the plain count alone.
+    #[serde(default = "attribute_by_default")]
+    pub profile: bool,
+    /// The object directory of a kernel fslab built: profiles group its
+    /// functions by source directory (when it holds this very build).
+    #[serde(default)]
+    pub objects: Option<PathBuf>,
+}
+
+fn attribute_by_default() -> bool {
+    true
 }
 
 impl Default for VmConfig {
@@ -123,6 +138,8 @@ impl Default for VmConfig {
             kernel_args: Vec::new(),
             agent: None,
             disk_media: None,
+            profile: true,
+            objects: None,
         }
     }
 }

@@ -37,6 +37,10 @@ pub struct SessionInfo {
     pub modules: Vec<String>,
     /// Serial of the testbed disk to wait for, when the VM has one.
     pub disk_serial: Option<String>,
+    /// The kernel symbols the host needs for run profiles
+    /// ([`super::profile::SymbolExport`]).
+    #[serde(default)]
+    pub symbols: super::profile::GuestSymbolsWanted,
 }
 
 /// The agent's first word.

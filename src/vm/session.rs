@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::kinds::probe::GuestFacts;
+use super::profile::{GuestSymbolsWanted, Profiler, RunProfile};
 use super::protocol::{self, Ready, Reply, Request, Response, SessionInfo, READY_FILE, SESSION_FILE, SHUTDOWN};
 use super::{console, hidden_in_guest, icount, kvm, tools, Accel, VmConfig, TCG_WARNING};
 use crate::kernel::KernelArtifacts;
@@ -205,6 +206,8 @@ pub struct VmSession {
     alive: bool,
     /// The instruction-counting plugin is loaded (TCG with the plugin installed).
     counting: bool,
+    /// It also attributes them to functions ([`VmConfig::profile`]).
+    profiler: Option<Profiler>,
 }
 
 /// Paths handed to virtme-ng end up in QEMU option lists (`file=…,`) and on
@@ -278,6 +281,7 @@ impl VmSession {
             next_seq: 1,
             alive: false,
             counting: false,
+            profiler: None,
         };
         // From here on, dropping `session` on an error removes what exists.
         fs::create_dir(&exchange)?;
@@ -334,13 +338,22 @@ impl VmSession {
         if session.disk.is_some() && !modules.iter().any(|m| m == "virtio_blk") {
             modules.push("virtio_blk".to_string());
         }
-        let info = SessionInfo { modules, disk_serial: session.disk.as_ref().map(|d| d.serial.clone()) };
-        protocol::write_atomic(&exchange.join(SESSION_FILE), &info)?;
-
-        // Under TCG, count the guest's instructions when the plugin is installed.
+        // Under TCG, count the guest's instructions when the plugin is
+        // installed, and attribute them to functions unless told not to.
         let plugin = match (session.accel, icount::plugin()) {
             (Accel::Tcg, Some(so)) => match check_path("the instruction-count plugin", &so) {
-                Ok(so) => Some(format!("{so},out={}", check_path("session directory", &dir.join(icount::COUNT_FILE))?)),
+                Ok(so) => {
+                    let mut option =
+                        format!("{so},out={}", check_path("session directory", &dir.join(icount::COUNT_FILE))?);
+                    if config.profile {
+                        option.push_str(&format!(
+                            ",blocks={}",
+                            check_path("session directory", &dir.join(icount::BLOCKS_FILE))?
+                        ));
+                        session.profiler = Some(Profiler::new(kernel, config.objects.as_deref()));
+                    }
+                    Some(option)
+                }
                 Err(e) => {
                     session.warnings.push(format!("{e:#}: guest instructions are not counted"));
                     None
@@ -349,6 +362,10 @@ impl VmSession {
             _ => None,
         };
         session.counting = plugin.is_some();
+        let symbols = session.profiler.as_ref().map_or(GuestSymbolsWanted::None, Profiler::wanted);
+        let info = SessionInfo { modules, disk_serial: session.disk.as_ref().map(|d| d.serial.clone()), symbols };
+        protocol::write_atomic(&exchange.join(SESSION_FILE), &info)?;
+
         let args = virtme_args(&VirtmeArgs {
             image: &image,
             with_modules: kernel.modules_dir.is_some(),
@@ -536,6 +553,16 @@ impl VmSession {
         } else {
             None
         }
+    }
+
+    /// The last run's measured part by function (see [`super::profile`]),
+    /// taken once; None unless the session attributes (the plugin and
+    /// [`VmConfig::profile`]) and the run reached its end; an error when
+    /// the plugin's file does not parse.
+    pub fn take_profile(&mut self) -> Option<Result<RunProfile>> {
+        let profiler = self.profiler.as_mut()?;
+        let blocks = icount::take_blocks(&self.dir)?;
+        Some(blocks.map(|b| profiler.profile(&b, &self.exchange)))
     }
 
     /// Where the boot's time went, when QEMU and the agent's clock were read.

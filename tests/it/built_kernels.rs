@@ -255,10 +255,15 @@ command = "uname -r | grep -q '^5\\.10\\.' && zcat /proc/config.gz | grep -qx CO
     let id = store.list_experiments().unwrap()[0].id;
     let places = store.variant_places(id).unwrap();
     assert!(places.iter().all(|(_, p)| p.kind == "vm" && p.kernel_release.starts_with("5.10.")), "{places:?}");
-    let env = serde_json::to_value(&store.experiment(id).unwrap().environment).unwrap();
-    let b = &env["kernels"]["5.10-built"]["build"];
-    assert_eq!(b["source"], "debian:5.10", "{env}");
-    assert_eq!(b["set"]["SQUASHFS_DECOMP_MULTI_PERCPU"], "y", "{b}");
-    assert_eq!(b["package"]["name"], "linux-source-5.10", "{b}");
-    assert!(b["compiler"].as_str().is_some_and(|c| c.contains("gcc")), "{b}");
+    // The stored record of the kernel is its source kind's own: the package and the build.
+    let env = store.experiment(id).unwrap().environment;
+    let Some(fslab::kernel::KernelSource::DebianSource(s)) = &env.kernels["5.10-built"].origin else {
+        panic!("not a Debian source build: {:?}", env.kernels["5.10-built"].origin)
+    };
+    let b = &s.build;
+    assert_eq!(b.source, "debian:5.10", "{b:?}");
+    assert_eq!(b.set["SQUASHFS_DECOMP_MULTI_PERCPU"], "y", "{b:?}");
+    assert_eq!(s.package.name, "linux-source-5.10", "{b:?}");
+    assert_eq!(b.package.as_ref().unwrap().name, "linux-source-5.10", "{b:?}");
+    assert!(b.compiler.contains("gcc"), "{b:?}");
 }

@@ -7,8 +7,9 @@
 //! `scripts/fetch-test-kernels` builds) committed as `base`, then four
 //! small real commits: three decoys that change other compiled files and,
 //! third of the four, the planted one (`fs/read_write.c`: every read(2)
-//! spins 37 loop iterations more, about +10% of the workload's guest
-//! instructions; `planted-read-work.toml` says how 37 was measured). The
+//! spins 37 loop iterations more: 37 x 4 instructions x 20,000 reads, about
+//! +8% of the 37.6 M guest instructions the workload counts at 20,000 reads
+//! (`planted-read-work.toml` says how those were measured)). The
 //! repository is made once per machine with git's plumbing, its files
 //! read from the cached source tree (nothing is copied or written there),
 //! and kept beside the test kernels, so later test runs, like later runs of
@@ -150,7 +151,7 @@ fn bisect_commits_names_the_planted_commit_of_a_kernel_history_each_step_increme
          fs = \"tmpfs\"\nsize = \"16MiB\"\n\
          kernel = { git = \"{repo}\", rev = \"{rev}\", config = \"minimal\", set = { SQUASHFS_DECOMP_MULTI_PERCPU = \"y\" } }\n\
          vm = { cpus = 2, memory = \"1GiB\", accel = \"tcg\" }\n\n[[workload]]\nkind = \"command\"\nname = \"reads\"\n\
-         command = \"dd if=/dev/zero of=/dev/null bs=512 count=100000 status=none\"\n",
+         command = \"dd if=/dev/zero of=/dev/null bs=512 count=20000 status=none\"\n",
     );
     let db = dir.path().join("results.db");
     let bisect = |extra: &[&str]| -> (Output, Value) {
@@ -178,7 +179,7 @@ fn bisect_commits_names_the_planted_commit_of_a_kernel_history_each_step_increme
     assert_eq!(culprit["files"], serde_json::json!(["fs/read_write.c"]), "{r:#}");
     assert_eq!(culprit["verdict"], "regressed", "{r:#}");
     let change = culprit["change_pct"].as_f64().unwrap();
-    assert!((5.0..15.0).contains(&change), "the planted +10% counted {change:+.2}% against its parent");
+    assert!((4.0..12.0).contains(&change), "the planted +8% counted {change:+.2}% against its parent");
     // Four candidates: two steps of one commit.
     assert_eq!(r["step_count"], 2, "{r:#}");
     // No kernel was built cold: the ends start from the test kernel's

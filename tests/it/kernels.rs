@@ -181,13 +181,19 @@ decisive = ["disk/busy_s"]
     let config = |v: &str| kernels[v]["config"].as_str().unwrap_or_default().to_string();
     assert!(config("6.1").contains("CONFIG_EXT4_FS"), "{}", kernels["6.1"]);
     assert_ne!(config("6.1"), config("6.12"));
-    // An archive kernel records exactly which package it was; a file does not.
+    // An archive kernel records exactly which package it was; a file records its path.
     let (archive_612, _) = archive_kernel("6.12").unwrap();
-    let p = &archive_612.package;
-    let recorded = serde_json::json!({ "name": p.name, "version": p.version, "suite": p.suite });
-    assert_eq!(kernels["6.12"]["package"], recorded, "{}", kernels["6.12"]);
+    let typed = store.experiment(id).unwrap().environment.kernels;
+    match &typed["6.12"].origin {
+        Some(fslab::kernel::KernelSource::DebianImage(d)) => assert_eq!(d.package, archive_612.package),
+        other => panic!("6.12's origin is not its archive package: {other:?}"),
+    }
     assert_eq!(kernels["6.12"]["source"], "debian:6.12-cloud");
-    assert!(kernels["6.1"]["package"].is_null(), "{}", kernels["6.1"]);
+    assert!(
+        matches!(&typed["6.1"].origin, Some(fslab::kernel::KernelSource::Deb(d)) if d.path == deb61),
+        "{:?}",
+        typed["6.1"].origin
+    );
     assert_eq!(config("6.1"), config("6.1-again"));
     let diff =
         fslab(&["kconfig", "diff", "--experiment", &id.to_string(), "--variants", "6.1,6.12", "--db", t.db_arg()]);

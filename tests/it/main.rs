@@ -38,6 +38,7 @@ mod media_faults;
 mod pipes;
 mod planted_kernel;
 mod probe;
+mod profile;
 mod report;
 mod rofs;
 mod safety;

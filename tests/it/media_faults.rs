@@ -55,6 +55,11 @@ struct FaultRun {
     needle: String,
     /// A word only this test's workload command line contains.
     tag: String,
+    /// The testbed's loop device and the path it was attached by (see
+    /// [`FaultRun::loop_device`]): detached when dropped if still there.
+    loop_device: Option<(PathBuf, String)>,
+    /// A `fslab cleanup` this test started: waited for when dropped.
+    cleanup: Option<Child>,
 }
 
 impl FaultRun {
@@ -80,7 +85,7 @@ impl FaultRun {
             .spawn()
             .unwrap();
         let needle = format!("fslab-tb-{}-", child.id());
-        FaultRun { dir, child: Some(child), needle, tag }
+        FaultRun { dir, child: Some(child), needle, tag, loop_device: None, cleanup: None }
     }
 
     fn work(&self) -> PathBuf {
@@ -107,6 +112,55 @@ impl FaultRun {
             assert!(exited.is_none(), "fslab exited early: {exited:?}");
             std::thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// The testbed's loop device, noted for [`Drop`]: once the media
+    /// server's mount is detached its `/sys` backing file reads `/image`,
+    /// and only the path it was attached by still says it is this test's.
+    fn loop_device(&mut self) -> PathBuf {
+        let (device, _) = fslab::testbed::loopdev::attached()
+            .into_iter()
+            .find(|(_, backing)| backing.to_string_lossy().contains(&self.needle))
+            .expect("the testbed's loop device");
+        let attached_as = fslab::testbed::loopdev::backing(&device).unwrap().attached_as;
+        self.loop_device = Some((device.clone(), attached_as));
+        device
+    }
+
+    /// Whether the loop device noted by [`FaultRun::loop_device`] is still
+    /// attached to this test's image.
+    fn loop_device_left(&self) -> Option<String> {
+        let (device, attached_as) = self.loop_device.as_ref()?;
+        let now = fslab::testbed::loopdev::backing(device).ok()?;
+        let shown = fslab::testbed::loopdev::backing_file(device)?;
+        (now.attached_as == *attached_as)
+            .then(|| format!("loop {} -> {} ({attached_as})", device.display(), shown.display()))
+    }
+
+    /// `fslab cleanup --workdir` of this run's work directory, waited for
+    /// up to `limit`: its output, or None when it was still running (it is
+    /// then left to [`Drop`], which frees it by killing the server).
+    fn cleanup_within(&mut self, limit: Duration) -> Option<std::process::Output> {
+        let child = Command::new(common::fslab_bin())
+            .arg("cleanup")
+            .arg("--workdir")
+            .arg(self.work())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        let child = self.cleanup.insert(child);
+        let deadline = Instant::now() + limit;
+        while child.try_wait().unwrap().is_none() {
+            if Instant::now() > deadline {
+                let wchan = std::fs::read_to_string(format!("/proc/{pid}/wchan")).unwrap_or_default();
+                eprintln!("fslab cleanup (pid {pid}) still running: state {}, waiting in {wchan}", proc_state(pid));
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Some(self.cleanup.take().unwrap().wait_with_output().unwrap())
     }
 
     /// Wait up to `limit` for fslab to exit: its exit code, stdout and
@@ -171,11 +225,20 @@ impl Drop for FaultRun {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // Killing the server closes its /dev/fuse, which aborts its FUSE
+        // connection: whatever waited on it (a hung cleanup too) goes on.
         for pid in pids_with(&["media-serve", &self.needle]) {
             signal(pid, libc::SIGCONT);
             signal(pid, libc::SIGKILL);
         }
+        if let Some(mut cleanup) = self.cleanup.take() {
+            let _ = cleanup.kill();
+            let _ = cleanup.wait();
+        }
         let _ = Command::new(common::fslab_bin()).arg("cleanup").arg("--workdir").arg(self.work()).output();
+        if let (Some(_), Some((device, _))) = (self.loop_device_left(), &self.loop_device) {
+            let _ = fslab::testbed::loopdev::detach(device);
+        }
     }
 }
 
@@ -245,6 +308,72 @@ fn timing_sigterm_while_the_media_server_is_stopped_ends_fslab_and_leaves_nothin
     eprintln!("SIGTERM with a stopped server → fslab exited {code:?} after {:.2} s", termed.elapsed().as_secs_f64());
     assert_eq!(code, Some(143), "{stdout}\n{stderr}");
     run.assert_nothing_left();
+}
+
+/// Issue 28.2, `fslab cleanup` after fslab was SIGKILLed while its media
+/// server was stopped. The server leads a process group of its own, which
+/// fslab's death orphans with a stopped member: the kernel sends it SIGHUP
+/// and SIGCONT, on which it detaches its mount lazily and serves on, as
+/// the loop device still holds the image. Its FUSE connection is then in
+/// no mountinfo, and the loop device's `/sys` backing file reads `/image`.
+/// Stopped again, the server holds the ext4 filesystem's writeback; before,
+/// `fslab cleanup` found no media mount to abort and hung unmounting it
+/// (and left the loop device, whose path no longer carried the marker).
+/// Now it finds the connection through the loop device's backing device,
+/// aborts it, kills the server, and leaves nothing.
+#[test]
+fn cleanup_after_sigkill_while_the_media_server_is_stopped_leaves_nothing() {
+    if !ready() {
+        return;
+    }
+    let mut run = FaultRun::start("{ model = \"sdcard\" }", "60s", 40);
+    let server = run.server_when_measuring();
+    let device = run.loop_device();
+    std::thread::sleep(Duration::from_millis(500));
+    signal(server, libc::SIGSTOP);
+    wait_for(|| proc_state(server) == "T", "the media server to stop");
+    let mut fslab = run.child.take().unwrap();
+    fslab.kill().unwrap();
+    fslab.wait().unwrap();
+    // The orphaned server's SIGHUP: its mount goes, the connection stays.
+    wait_for(|| !media_mounted(&run.needle), "the continued media server to detach its mount");
+    assert!(
+        fslab::testbed::loopdev::backing_file(&device).is_some_and(|b| !b.to_string_lossy().contains(&run.needle)),
+        "the loop device's /sys backing file no longer names the testbed"
+    );
+    signal(server, libc::SIGSTOP);
+    wait_for(|| proc_state(server) == "T", "the media server to stop again");
+
+    let started = Instant::now();
+    let cleanup = run.cleanup_within(CLEANUP_BOUND);
+    fslab::testsupport::did_not_hang(started, CLEANUP_BOUND, "fslab cleanup with the media server stopped");
+    let out = cleanup.expect("fslab cleanup ended");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.contains(&format!("removed loop device {} (", device.display())), "{stdout}");
+    assert_eq!(run.loop_device_left(), None, "{stdout}");
+    run.assert_nothing_left();
+}
+
+/// How long `fslab cleanup` may take before it counts as hung: it takes a
+/// few seconds (its media servers get 2 s to exit).
+const CLEANUP_BOUND: Duration = Duration::from_secs(90);
+
+/// Wait up to 20 s for `what`.
+fn wait_for(done: impl Fn() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !done() {
+        assert!(Instant::now() < deadline, "waited 20 s for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether a media server's mount of the run whose testbeds carry
+/// `needle` is in mountinfo.
+fn media_mounted(needle: &str) -> bool {
+    let mountinfo = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
+    mountinfo.lines().any(|l| l.contains(needle) && l.contains(" fslab-media "))
 }
 
 /// A live server whose model is very slow (one 1 MiB write takes 21 s at

@@ -103,7 +103,7 @@ fn tags(html: &str) -> Vec<String> {
 }
 
 /// The structural and escaping checks every generated page must pass.
-fn assert_self_contained(html: &str) {
+pub(crate) fn assert_self_contained(html: &str) {
     let lower = html.to_ascii_lowercase();
     for bad in ["<script", "<link", "<img", "<iframe", "<object", "<embed", "src=", "url(", "@import", "xmlns", "<base"]
     {
@@ -348,7 +348,7 @@ const CHROMIUM: &str = "/usr/bin/chromium";
 
 /// Runs headless Chromium on `page` with `extra` arguments; returns
 /// (stdout, stderr).
-fn chromium(page: &Path, extra: &[String]) -> (String, String) {
+pub(crate) fn chromium(page: &Path, extra: &[String]) -> (String, String) {
     let profile = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(CHROMIUM);
     cmd.args([
@@ -375,7 +375,7 @@ fn chromium(page: &Path, extra: &[String]) -> (String, String) {
 /// Lines of Chromium's log that report a problem of the page itself:
 /// console messages (`CONSOLE(`/`console`), uncaught exceptions, and failed
 /// loads of anything (a network fetch from a file:// page would fail here).
-fn page_errors(stderr: &str) -> Vec<String> {
+pub(crate) fn page_errors(stderr: &str) -> Vec<String> {
     stderr
         .lines()
         .filter(|l| {
@@ -390,7 +390,7 @@ fn page_errors(stderr: &str) -> Vec<String> {
         .collect()
 }
 
-fn chromium_or_skip() -> bool {
+pub(crate) fn chromium_or_skip() -> bool {
     if Path::new(CHROMIUM).exists() {
         true
     } else {
@@ -403,7 +403,7 @@ fn chromium_or_skip() -> bool {
 
 /// Minimal PNG decoder (8-bit RGB/RGBA, non-interlaced, as Chromium writes
 /// screenshots): returns (width, height, channels, pixels).
-fn decode_png(bytes: &[u8]) -> (usize, usize, usize, Vec<u8>) {
+pub(crate) fn decode_png(bytes: &[u8]) -> (usize, usize, usize, Vec<u8>) {
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "not a PNG");
     let (mut pos, mut idat) = (8, Vec::new());
     let (mut w, mut h, mut channels) = (0usize, 0usize, 0usize);
@@ -537,7 +537,7 @@ fn report_loads_in_headless_chromium_without_errors_and_is_not_blank(f: &Fixture
 /// screen) is the window's: nothing makes it scroll sideways. Measured by
 /// a copy of the page with one script line added (the report itself has
 /// none), read back from the title Chromium's DOM dump shows.
-fn page_fits_a_laptop_screen(page: &Path) {
+pub(crate) fn page_fits_a_laptop_screen(page: &Path) {
     let html = std::fs::read_to_string(page).unwrap();
     let probe = page.with_extension("width.html");
     let script = "<script>document.title='W'+document.documentElement.scrollWidth+'x'+window.innerWidth</script>";

@@ -90,7 +90,7 @@ impl SourceKind for DebianImage {
 
     fn offered(cache: &Path) -> Result<Vec<OfferedKernel>> {
         let archive = Archive::at(cache);
-        archive.refresh(INDEX_MAX_AGE).map_err(|e| classified_plain(e))?;
+        archive.refresh(INDEX_MAX_AGE).map_err(classified_plain)?;
         let debs = archive.downloaded();
         Ok(archive
             .index()?

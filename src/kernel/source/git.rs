@@ -70,14 +70,17 @@ impl GitTree<'_> {
             return Ok(());
         }
         let _ = fs::remove_file(&state_file);
+        // Times changed under git's index (a seeded tree's files were given
+        // the times of the tree its objects came from): let git look at the
+        // contents first, or `--force` rewrites every such file with the
+        // time of now and Kbuild recompiles all of them.
+        let _ = git::run(clone, &["update-index", "-q", "--refresh"]);
         git(clone, &["checkout", "--force", "--quiet", "--detach", self.commit])?;
         // What a patch added last time is not the commit's.
         git(clone, &["clean", "-fdq"])?;
         for patch in self.patches {
             super::apply_patch(patch, clone, &format!("{} at {}", self.repo.display(), &self.commit[..12]))?;
         }
-        // Times changed under git's index (patches, seeding): let it look again once.
-        let _ = git::run(clone, &["update-index", "-q", "--refresh"]);
         fs::write(&state_file, self.state())?;
         Ok(())
     }

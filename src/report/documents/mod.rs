@@ -11,6 +11,7 @@ pub mod kernels;
 pub mod merge;
 pub mod plan;
 pub mod probe;
+pub mod profile;
 pub mod simulation;
 pub mod vm;
 

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::report::Document;
 use crate::stats::changepoint::ChangePointConfig;
 use crate::stats::gate::GateConfig;
-use crate::stats::simulation::{ChangePointAccuracy, GateAgainst, GateRates, OracleRates, StepAt};
+use crate::stats::simulation::{BisectionRates, ChangePointAccuracy, GateAgainst, GateRates, OracleRates, StepAt};
 use crate::stats::verdict_sim::{self, SimConfig, EXPLORE, TABLES};
 
 /// `fslab simulate`: the Monte-Carlo tables behind the verdict rules'
@@ -112,6 +112,8 @@ pub struct ChangepointSimulation {
     pub changepoints: Vec<ChangePointAccuracy>,
     pub gates: Vec<GateRates>,
     pub oracles: Vec<OracleRates>,
+    /// Whole bisections, one commit a step against several.
+    pub bisections: Vec<BisectionRates>,
 }
 
 /// How the simulated bisection oracle asks.
@@ -237,6 +239,41 @@ impl Document for ChangepointSimulation {
             out,
             "Bisection oracle (alpha {} per step, {} to {} runs per side, run CV 2%):\n\n{t}",
             self.oracle.alpha, self.oracle.min_runs, self.oracle.max_runs
+        );
+        let mut t = Table::new();
+        t.load_style(ASCII_MARKDOWN);
+        t.set_header([
+            "commits",
+            "step",
+            "commits a step",
+            "bisections",
+            "mean steps",
+            "most steps",
+            "commits measured",
+            "runs",
+            "right",
+            "wrong",
+            "range",
+        ]);
+        for r in &self.bisections {
+            t.add_row([
+                r.commits.to_string(),
+                format!("{}σ", r.step_sd),
+                r.per_step.to_string(),
+                r.bisections.to_string(),
+                num(r.mean_steps, 2),
+                r.max_steps.to_string(),
+                num(r.mean_commits, 2),
+                num(r.mean_runs, 1),
+                num(r.right_pct, 2) + "%",
+                num(r.wrong_pct, 2) + "%",
+                num(r.range_pct, 2) + "%",
+            ]);
+        }
+        let _ = writeln!(
+            out,
+            "\nWhole bisections on a line of commits, the first bad one uniform among them (the same oracle; \
+             `--parallel K` measures K commits a step):\n\n{t}"
         );
         out
     }

@@ -7,6 +7,7 @@
 
 pub mod iostat;
 pub mod json_view;
+pub mod profile;
 pub mod sections;
 
 use std::fmt::Write;
@@ -65,11 +66,14 @@ pub fn page(title: &str, body: &str) -> String {
 /// then the evidence (verdict table, per-run metrics, device time series),
 /// then the configuration and environment the answer holds for.
 pub fn render_html(d: &ReportData) -> String {
+    let mut profile = String::new();
+    profile::section(d, &mut profile);
+    let profile_link = if profile.is_empty() { "" } else { "<a href=\"#profile\">profile</a>" };
     let mut body = String::new();
     let _ = write!(
         body,
         "<header><h1>fslab report: {}</h1><p class=\"muted\">experiment {} · {} · baseline {}</p>\
-         <nav><a href=\"#summary\">answer</a><a href=\"#verdicts\">verdicts</a><a href=\"#metrics\">metrics</a>\
+         <nav><a href=\"#summary\">answer</a><a href=\"#verdicts\">verdicts</a>{profile_link}<a href=\"#metrics\">metrics</a>\
          <a href=\"#iostat\">device time series</a><a href=\"#experiment\">experiment</a><a href=\"#variants\">variants</a>\
          <a href=\"#environment\">environment</a><a href=\"#doctor\">doctor</a><a href=\"#extras\">block trace &amp; fs internals</a></nav></header>",
         esc(&d.experiment.name),
@@ -79,6 +83,7 @@ pub fn render_html(d: &ReportData) -> String {
     );
     sections::answer(d, &mut body);
     sections::verdicts(d, &mut body);
+    body.push_str(&profile);
     sections::metrics(d, &mut body);
     sections::device_time_series(d, &mut body);
     sections::experiment(d, &mut body);

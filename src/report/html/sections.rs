@@ -434,7 +434,8 @@ pub fn extras(d: &ReportData, out: &mut String) {
         let find = |kind: &str| r.extras.iter().find(|(k, _)| k == kind).map(|(_, v)| v);
         let (before, after, delta) = (find("fs_before"), find("fs_after"), find("fs_delta"));
         for (kind, v) in &r.extras {
-            if matches!(kind.as_str(), "fs_before" | "fs_after" | "fs_delta") {
+            // The profile has a section of its own.
+            if matches!(kind.as_str(), "fs_before" | "fs_after" | "fs_delta" | crate::vm::profile::EXTRA) {
                 continue;
             }
             let _ = write!(out, "<h3>{}</h3>", esc(kind));
