@@ -86,7 +86,7 @@ fn fixture_tree() -> PathBuf {
 
 /// The history repository (made once per machine, under a lock), and its
 /// `base` commit.
-fn history() -> (PathBuf, String) {
+pub(crate) fn history() -> (PathBuf, String) {
     let repo = kernels_dir().join("history-5.10");
     let lock = std::fs::File::create(kernels_dir().join(".history-5.10.lock")).unwrap();
     let _held = nix::fcntl::Flock::lock(lock, nix::fcntl::FlockArg::LockExclusive).unwrap();
