@@ -7,10 +7,9 @@
 //! `scripts/fetch-test-kernels` builds) committed as `base`, then four
 //! small real commits: three decoys that change other compiled files and,
 //! third of the four, the planted one (`fs/read_write.c`: every read(2)
-//! spins 370 loop iterations more: 370 x 4 instructions x 20,000 reads,
-//! about +79% of the 37.6 M guest instructions the workload counts at 20,000
-//! reads (`planted-read-work.toml` says how those were measured)). Large on
-//! purpose: this test checks the bisection's machinery, not how small a
+//! spins 370 loop iterations more: measured +43%, 34.2 M guest instructions
+//! to 49.0 M at 20,000 reads, about 2 instructions an iteration
+//! (`scripts/bench-kernel-bisect`, BENCHMARKS.md). Large on purpose: this test checks the bisection's machinery, not how small a
 //! change the count can decide; at +8% (37 iterations) the count's spread
 //! between 3-run commits at load 9 (a decoy 6% below its good parent, the
 //! guest's own background and dd's start-up in a 37.6 M window) left the
@@ -188,7 +187,7 @@ fn bisect_commits_names_the_planted_commit_of_a_kernel_history_each_step_increme
     assert_eq!(culprit["files"], serde_json::json!(["fs/read_write.c"]), "{r:#}");
     assert_eq!(culprit["verdict"], "regressed", "{r:#}");
     let change = culprit["change_pct"].as_f64().unwrap();
-    assert!((50.0..110.0).contains(&change), "the planted +79% counted {change:+.2}% against its parent");
+    assert!((25.0..80.0).contains(&change), "the planted +43% counted {change:+.2}% against its parent");
     // Four candidates: two steps of one commit.
     assert_eq!(r["step_count"], 2, "{r:#}");
     // No kernel was built cold: the ends start from the test kernel's
