@@ -50,7 +50,7 @@ pub struct VmSpec {
     /// Run the VM's first run once unrecorded before it (`vm.warmup`);
     /// None: when the VM runs under TCG and is kept for several runs.
     /// Measured (BENCHMARKS.md, issue 27): a fresh guest's first run
-    /// counts 1-1.5% more instructions (page release, unmapping, the
+    /// counted 1-8% more instructions (a process exiting, unmapping, the
     /// allocator settling), an outlier in five runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<bool>,
