@@ -238,9 +238,9 @@ impl KernelVms {
                 Err(e) => Some(format!("{e:#}")),
             };
             // The fresh guest also settles by the clock, not by runs: a
-            // measured run that started within 3 s of the warm-up's start
-            // at times counted a process's exit (+4 M user instructions and
-            // its unmapping, +8%); none did after 4.3 s (BENCHMARKS.md).
+            // measured run 1.6-2 s after the warm-up's start at times
+            // counted a process's exit (+4 M user instructions and its
+            // unmapping, +8%); none did after 3.5 s or more (BENCHMARKS.md).
             while started.elapsed() < WARMUP_SETTLE && !crate::sys::signals::cancelled() {
                 std::thread::sleep(Duration::from_millis(100));
             }
