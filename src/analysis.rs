@@ -63,7 +63,7 @@ pub struct ComparisonRow {
     pub decisive: bool,
     /// A side of this comparison ran under emulation (TCG) and the guest's
     /// instructions were counted: wall time follows the host's load there,
-    /// so by default only `vm/instructions` decides.
+    /// so by default only the instruction count decides ([`Roles`]).
     pub emulated: bool,
     #[serde(flatten)]
     pub comparison: Comparison,
@@ -186,8 +186,11 @@ pub fn compare_config_from_spec(spec: &StoredSpec) -> CompareConfig {
 /// * an evidence metric decides only when the workload names it in
 ///   `decisive = [...]`;
 /// * a comparison with a side run under emulation whose guest instructions
-///   were counted (`emulated`): only `vm/instructions` decides, unless the
-///   workload names `decisive` (then the two rules above apply).
+///   were counted (`emulated`): only the instruction count decides, unless
+///   the workload names `decisive` (then the two rules above apply): the
+///   first of [`crate::metric::EMULATED_DECIDERS`] both sides have, so
+///   `vm/instructions_work` (without the guest's background) where the
+///   runs were profiled, `vm/instructions` in stores from before it.
 ///
 /// `workloads`: the experiment's workloads; rows of a workload not among
 /// them (or with `Roles::default()`) are decided by their workload metrics.
@@ -201,13 +204,14 @@ pub struct Roles<'a> {
 
 impl Roles<'_> {
     /// Is a comparison of `baseline` with `variant` emulated? `counted`:
-    /// both sides have `vm/instructions`.
+    /// both sides have an instruction count.
     pub fn emulated(&self, baseline: &str, variant: &str, counted: bool) -> bool {
         counted && self.emulated_variants.iter().any(|v| v == baseline || v == variant)
     }
 
-    /// Does `workload`'s `metric` decide?
-    pub fn decides(&self, workload: &str, metric: &str, emulated: bool) -> bool {
+    /// Does `workload`'s `metric` decide? `emulated`: the instruction
+    /// count that decides an emulated comparison (None: not emulated).
+    pub fn decides(&self, workload: &str, metric: &str, emulated: Option<&str>) -> bool {
         match self.workloads.iter().find(|w| w.label == workload) {
             Some(w) => w.decides(metric, emulated),
             None => !crate::metric::is_evidence(metric),
@@ -256,9 +260,12 @@ pub fn compare_series(
             // Sweep points in numeric order: filemix-1, filemix-8, filemix-16;
             // workload metrics first, then evidence.
             pairs.sort_by_key(|(a, _)| (crate::metric::is_evidence(&a.metric), natural_key(&a.metric)));
-            let counted = pairs.iter().any(|(b, _)| b.metric == crate::metric::INSTRUCTIONS);
-            let emulated = roles.emulated(baseline, variant, counted);
-            let decides: Vec<bool> = pairs.iter().map(|(b, _)| roles.decides(workload, &b.metric, emulated)).collect();
+            // The preferred instruction count both sides have.
+            let counted =
+                crate::metric::EMULATED_DECIDERS.iter().copied().find(|m| pairs.iter().any(|(b, _)| b.metric == *m));
+            let emulated = roles.emulated(baseline, variant, counted.is_some());
+            let decider = counted.filter(|_| emulated);
+            let decides: Vec<bool> = pairs.iter().map(|(b, _)| roles.decides(workload, &b.metric, decider)).collect();
             // Two families: the rows that decide, and the rows shown beside.
             let mut comparisons: Vec<Option<Comparison>> = vec![None; pairs.len()];
             for decisive in [true, false] {
@@ -327,13 +334,16 @@ pub fn emulation_note(rows: &[ComparisonRow]) -> Option<String> {
         })
     };
     let (demoted, kept) = (labels(false), labels(true));
+    let decider = rows
+        .iter()
+        .find(|r| r.emulated && r.decisive && crate::metric::EMULATED_DECIDERS.contains(&r.metric.as_str()))
+        .map_or(crate::metric::INSTRUCTIONS, |r| r.metric.as_str());
     let mut notes = Vec::new();
     if !demoted.is_empty() {
         notes.push(format!(
             "emulated: {} ran under TCG emulation, where wall time follows the host's load; \
-             `{}` decided instead (name `decisive = [...]` on the workload to choose otherwise)",
+             `{decider}` decided instead (name `decisive = [...]` on the workload to choose otherwise)",
             demoted.join(", "),
-            crate::metric::INSTRUCTIONS
         ));
     }
     if !kept.is_empty() {
@@ -848,6 +858,34 @@ mod tests {
         let rows = compare_series(&series, "a", &compare_config(&exp), roles(&exp.workloads));
         let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
         assert_eq!(decisive, ["wall_s", "disk/writes"]);
+    }
+
+    /// Profiled runs also store the count without the guest's background:
+    /// where both sides have it, it decides and the total is evidence; a
+    /// side without it (a store from before it) leaves the total deciding.
+    #[test]
+    fn the_count_without_the_background_decides_where_both_sides_have_it() {
+        let (exp, mut series) = evidence_case("");
+        series.push(named(crate::metric::INSTRUCTIONS, "a", &[1e9; 10]));
+        series.push(named(crate::metric::INSTRUCTIONS, "b", &[1.1e9; 10]));
+        let emulated = ["b".to_string()];
+        let roles = Roles { workloads: &exp.workloads, emulated_variants: &emulated };
+        let mut both = series.clone();
+        both.push(named(crate::metric::WORK_INSTRUCTIONS, "a", &[0.9e9; 10]));
+        both.push(named(crate::metric::WORK_INSTRUCTIONS, "b", &[1.0e9; 10]));
+        let rows = compare_series(&both, "a", &compare_config(&exp), roles);
+        let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
+        assert_eq!(decisive, [crate::metric::WORK_INSTRUCTIONS]);
+        let total = rows.iter().find(|r| r.metric == crate::metric::INSTRUCTIONS).unwrap();
+        assert!(total.evidence && !total.decisive && total.emulated, "{total:?}");
+        let note = emulation_note(&rows).unwrap();
+        assert!(note.contains("`vm/instructions_work` decided instead"), "{note}");
+        // Only the variant has it: the total decides.
+        let mut one = series;
+        one.push(named(crate::metric::WORK_INSTRUCTIONS, "b", &[1.0e9; 10]));
+        let rows = compare_series(&one, "a", &compare_config(&exp), roles);
+        let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
+        assert_eq!(decisive, [crate::metric::INSTRUCTIONS]);
     }
 
     #[test]

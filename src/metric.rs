@@ -13,8 +13,8 @@
 //!   the kernel did while the workload ran. They are stored and compared
 //!   like workload metrics (same statistics, same verdicts), shown in their
 //!   own group, and decide nothing unless the workload names them in
-//!   `decisive = [...]` (or, for variants run under emulation,
-//!   [`INSTRUCTIONS`] by default).
+//!   `decisive = [...]` (or, for variants run under emulation, the first
+//!   of [`EMULATED_DECIDERS`] both sides have, by default).
 //!
 //! A user-named metric may therefore not start with an evidence namespace:
 //! [`check_user_metric_name`] is the one check.
@@ -57,9 +57,17 @@ pub const EVIDENCE_NAMESPACES: &[(&str, &str)] = &[
     ("fs", "filesystem internals, after minus before (ext4 allocator, XFS stats, btrfs allocation)"),
 ];
 
-/// Guest instructions of the measured part (TCG plugin): under emulation
-/// the load-independent metric that decides by default.
+/// Guest instructions of the measured part (TCG plugin), all of them:
+/// decided under emulation until the profile could name the background.
 pub const INSTRUCTIONS: &str = "vm/instructions";
+/// [`INSTRUCTIONS`] less the guest's background (the idle loop, the timer
+/// tick, clock reads, spinning on another vCPU: `vm::profile::background`),
+/// from the run's profile; exactly the total minus those functions. A
+/// name of its own so that stored `vm/instructions` keep their meaning.
+pub const WORK_INSTRUCTIONS: &str = "vm/instructions_work";
+/// The instruction counts that decide an emulated comparison by default,
+/// preferred first: the first both sides have decides.
+pub const EMULATED_DECIDERS: &[&str] = &[WORK_INSTRUCTIONS, INSTRUCTIONS];
 
 /// The evidence namespace `name` is in, if any.
 pub fn evidence_namespace(name: &str) -> Option<&'static str> {
@@ -107,6 +115,7 @@ pub const EVIDENCE_METRICS: &[&str] = &[
     "blk/fua_requests",
     "media/*",
     INSTRUCTIONS,
+    WORK_INSTRUCTIONS,
     "fs/ext4.*",
     "fs/xfs.*",
     "fs/btrfs.*",

@@ -98,6 +98,10 @@ pub struct RunPlace {
     /// VM runs: how long the VM that ran it took to boot (0 when reused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub boot_s: Option<f64>,
+    /// VM runs: how long the VM's warm-up took (`vm.warmup`: one run, not
+    /// stored, and a wait to at least 5 s), with the VM's first measured run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup_s: Option<f64>,
     /// E.g. the emulation warning.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,

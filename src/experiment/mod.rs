@@ -108,18 +108,19 @@ impl WorkloadConfig {
     /// phase splits are reported but do not hold an experiment open; nor
     /// does evidence, unless named in `decisive`.
     pub fn is_decisive(&self, metric: &str) -> bool {
-        self.decides(metric, false)
+        self.decides(metric, None)
     }
 
     /// [`WorkloadConfig::is_decisive`] for a comparison that ran under
-    /// emulation with guest instructions counted (`emulated`): then only
-    /// `vm/instructions` decides, unless the file names `decisive` or the
+    /// emulation with guest instructions counted (`emulated`: the count
+    /// both sides have, one of [`crate::metric::EMULATED_DECIDERS`]): then
+    /// only that count decides, unless the file names `decisive` or the
     /// workload runs for a fixed time ([`crate::workload::Kind::FIXED_TIME`]:
     /// its instruction count measures the host, not the kernel). The whole
     /// rule is [`crate::analysis::Roles`].
-    pub fn decides(&self, metric: &str, emulated: bool) -> bool {
-        if emulated && self.decisive.is_empty() && !self.params.fixed_time() {
-            return metric == crate::metric::INSTRUCTIONS;
+    pub fn decides(&self, metric: &str, emulated: Option<&str>) -> bool {
+        if let Some(counted) = emulated.filter(|_| self.decisive.is_empty() && !self.params.fixed_time()) {
+            return metric == counted;
         }
         if crate::metric::is_evidence(metric) {
             self.decisive.iter().any(|d| d == metric)

@@ -47,6 +47,21 @@ pub struct VmSpec {
     pub boot_timeout: Duration,
     /// Extra kernel command line words.
     pub cmdline: Vec<String>,
+    /// Run the VM's first run once unrecorded before it (`vm.warmup`);
+    /// None: when the VM runs under TCG and is kept for several runs.
+    /// Measured (BENCHMARKS.md, issue 27): a fresh guest's first run
+    /// counted 1-8% more instructions (a process exiting, unmapping, the
+    /// allocator settling), an outlier in five runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<bool>,
+}
+
+impl VmSpec {
+    /// Does a VM of this spec run a warm-up run ([`VmSpec::warmup`])?
+    /// `emulated`: it came up under TCG.
+    pub fn warms_up(&self, emulated: bool) -> bool {
+        self.warmup.unwrap_or(emulated && self.boot == BootPolicy::PerVariant)
+    }
 }
 
 impl Default for VmSpec {
@@ -58,6 +73,7 @@ impl Default for VmSpec {
             boot: BootPolicy::PerVariant,
             boot_timeout: Duration::from_secs(300),
             cmdline: Vec::new(),
+            warmup: None,
         }
     }
 }
@@ -72,6 +88,7 @@ pub struct VmKeys {
     boot: Option<Spanned<String>>,
     boot_timeout: Option<Spanned<Seconds>>,
     cmdline: Option<Spanned<Vec<String>>>,
+    warmup: Option<bool>,
 }
 
 /// Most vCPUs and memory a guest may be given.
@@ -141,5 +158,25 @@ fn resolve_vm(src: &Source, vm: Option<&Spanned<VmKeys>>) -> Result<VmSpec> {
         }
         spec.cmdline = c.get_ref().clone();
     }
+    spec.warmup = k.warmup;
     Ok(spec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// By default a VM warms up under TCG when it is kept for several runs;
+    /// `vm.warmup` decides either way.
+    #[test]
+    fn a_vm_warms_up_under_tcg_unless_told() {
+        let spec = VmSpec::default();
+        assert!(spec.warms_up(true) && !spec.warms_up(false));
+        let per_run = VmSpec { boot: BootPolicy::PerRun, ..VmSpec::default() };
+        assert!(!per_run.warms_up(true), "a fresh VM per run carries nothing over to warm");
+        let off = VmSpec { warmup: Some(false), ..VmSpec::default() };
+        assert!(!off.warms_up(true));
+        let on = VmSpec { warmup: Some(true), ..VmSpec::default() };
+        assert!(on.warms_up(false));
+    }
 }

@@ -24,7 +24,7 @@ impl Exporter for Json {
             let mut row = serde_json::to_value(r)?;
             if r.emulated && !r.evidence && !r.decisive {
                 row["not_decisive_because"] = serde_json::json!(
-                    "emulated (TCG): wall time follows the host's load; vm/instructions decides unless the workload names `decisive`"
+                    "emulated (TCG): wall time follows the host's load; the guest's instruction count decides unless the workload names `decisive`"
                 );
             }
             let marks = report.places.marks(&r.baseline, &r.variant);

@@ -22,6 +22,7 @@ use super::{Observer, RunOptions};
 use crate::experiment::{BootPolicy, Experiment, PlannedRun, VariantConfig};
 use crate::inspect::{KernelConfig, Rule};
 use crate::kernel::{self, KernelArtifacts};
+use crate::metric::Metric;
 use crate::record::{RunPlace, RunRecord, RunStatus};
 use crate::stored::{StoredFinding, VariantKernel};
 use crate::vm::{self, VmConfig, VmSession};
@@ -30,6 +31,10 @@ use crate::workload::Workload;
 /// Added to a workload's timeout for a VM run: provisioning, packing
 /// images and the round trip, which under emulation are slow.
 const VM_RUN_SLACK: Duration = Duration::from_secs(600);
+
+/// The least time from a VM's warm-up run's start to its first measured
+/// run's (see where it is used).
+const WARMUP_SETTLE: Duration = Duration::from_secs(5);
 
 /// The kernel variants' resolved kernels and their VMs.
 pub struct KernelVms {
@@ -44,6 +49,9 @@ enum VariantVm {
         boot_s: Option<f64>,
         /// Why it took a second boot, reported with that first run too.
         boot_retry: Option<String>,
+        /// Its first run is still to be run once unrecorded before it
+        /// ([`crate::experiment::VmSpec::warms_up`]).
+        warm_up: bool,
     },
     /// The kernel did not boot: the error, for its later runs.
     Broken(String),
@@ -169,7 +177,10 @@ impl KernelVms {
             match self.boot_twice(exp, planned.variant, observer) {
                 Ok((session, boot_retry)) => {
                     let boot_s = Some(session.boot_time().as_secs_f64());
-                    self.vms.insert(planned.variant, VariantVm::Up { session: Box::new(session), boot_s, boot_retry });
+                    let emulated = session.accelerator() == vm::Accel::Tcg;
+                    let warm_up = variant.vm.as_ref().is_some_and(|spec| spec.warms_up(emulated));
+                    let session = Box::new(session);
+                    self.vms.insert(planned.variant, VariantVm::Up { session, boot_s, boot_retry, warm_up });
                 }
                 Err(e) => {
                     let record = failed(e);
@@ -182,7 +193,7 @@ impl KernelVms {
                 }
             }
         }
-        let Some(VariantVm::Up { session, boot_s, boot_retry }) = self.vms.get_mut(&planned.variant) else {
+        let Some(VariantVm::Up { session, boot_s, boot_retry, warm_up }) = self.vms.get_mut(&planned.variant) else {
             unreachable!("booted above")
         };
         // A read-only image is packed once on the host and written onto the
@@ -206,10 +217,36 @@ impl KernelVms {
             media_relay: session.media_relay().map(Path::to_path_buf),
         };
         let timeout = config.timeout.unwrap_or(single::DEFAULT_TIMEOUT) + VM_RUN_SLACK;
-        let answer = serde_json::to_value(&request)
-            .map_err(anyhow::Error::from)
-            .and_then(|body| session.request_with_timeout(RUN, body, timeout))
-            .and_then(|reply| serde_json::from_value::<RunRecord>(reply).context("the guest's run record"));
+        let run = |session: &mut VmSession| {
+            serde_json::to_value(&request)
+                .map_err(anyhow::Error::from)
+                .and_then(|body| session.request_with_timeout(RUN, body, timeout))
+                .and_then(|reply| serde_json::from_value::<RunRecord>(reply).context("the guest's run record"))
+        };
+        // The fresh guest's first run does work the later ones do not:
+        // run it once unrecorded, its counts dropped. A warm-up that fails
+        // leaves the measured run to fail (or not) on its own, with a note.
+        let mut warmup = None;
+        if std::mem::take(warm_up) {
+            observer.message(&format!("variant `{}`: a warm-up run, not recorded", variant.name));
+            let started = std::time::Instant::now();
+            let outcome = run(session);
+            let _ = (session.take_instructions(), session.take_profile());
+            let failure = match outcome {
+                Ok(r) if r.status == Some(RunStatus::Ok) => None,
+                Ok(r) => Some(r.error.unwrap_or_else(|| "no error given".to_string())),
+                Err(e) => Some(format!("{e:#}")),
+            };
+            // The fresh guest also settles by the clock, not by runs: a
+            // measured run 1.6-2 s after the warm-up's start at times
+            // counted a process's exit (+4 M user instructions and its
+            // unmapping, +8%); none did after 3.5 s or more (BENCHMARKS.md).
+            while started.elapsed() < WARMUP_SETTLE && !crate::sys::signals::cancelled() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            warmup = Some((started.elapsed().as_secs_f64(), failure));
+        }
+        let answer = run(session);
 
         let summary = session.summary();
         let instructions = session.take_instructions();
@@ -219,8 +256,12 @@ impl KernelVms {
             Err(e) => failed(e.context(format!("running in the VM of variant `{}`", variant.name))),
         };
         if record.status == Some(RunStatus::Ok) {
-            store_profile(&mut record, profile, instructions.as_ref());
+            let work = store_profile(&mut record, profile, instructions.as_ref());
             record.metrics.extend(instructions);
+            record.metrics.extend(work);
+        }
+        if let Some((_, Some(why))) = &warmup {
+            record.notes.push(format!("the VM's warm-up run before this one failed: {why}"));
         }
         let guest_release = record.place.as_ref().map(|p| p.kernel_release.clone());
         record.place = Some(RunPlace {
@@ -231,6 +272,7 @@ impl KernelVms {
             memory_mib: Some(summary.memory_mib),
             cmdline: variant.vm.as_ref().map(|spec| spec.cmdline.clone()).unwrap_or_default(),
             boot_s: boot_s.take(),
+            warmup_s: warmup.map(|(seconds, _)| seconds),
             warnings: boot_retry.take().into_iter().chain(summary.warnings).collect(),
         });
         if !session.is_alive() {
@@ -345,24 +387,33 @@ fn kernel_cache(exp: &Experiment) -> PathBuf {
 /// Stores the run's profile (extra [`vm::profile::EXTRA`]), or says in the
 /// run's notes why there is none: the plugin's file did not parse, or its
 /// total is not the window's count (both come from one snapshot, so that
-/// would be a bug).
+/// would be a bug). Returns the window's count without the guest's
+/// background ([`crate::metric::WORK_INSTRUCTIONS`]) from a stored profile
+/// that can tell it apart.
 fn store_profile(
     record: &mut RunRecord,
     profile: Option<Result<vm::profile::RunProfile>>,
-    instructions: Option<&crate::metric::Metric>,
-) {
+    instructions: Option<&Metric>,
+) -> Option<Metric> {
     let profile = match profile {
-        None => return,
-        Some(Err(e)) => return record.notes.push(format!("no profile of this run: {e:#}")),
+        None => return None,
+        Some(Err(e)) => {
+            record.notes.push(format!("no profile of this run: {e:#}"));
+            return None;
+        }
         Some(Ok(p)) => p,
     };
     if let Some(count) = instructions.map(|m| m.value as u64).filter(|&c| c != profile.total) {
         let total = profile.total;
-        return record.notes.push(format!("no profile of this run: it counts {total} instructions, the run {count}"));
+        record.notes.push(format!("no profile of this run: it counts {total} instructions, the run {count}"));
+        return None;
     }
     if let Err(e) = record.put_extra(vm::profile::EXTRA, &profile) {
         record.notes.push(format!("no profile of this run: {e:#}"));
+        return None;
     }
+    let work = profile.work()?;
+    Some(Metric::lower(crate::metric::WORK_INSTRUCTIONS, "insn", work as f64))
 }
 
 /// The VM of `variant`: sized as its `vm` says, a testbed disk as large as
@@ -485,9 +536,10 @@ mod tests {
     /// the run keeps its count and its notes say why there is no profile.
     #[test]
     fn a_profile_is_stored_when_it_adds_up_and_a_note_says_why_not() {
-        let count = crate::metric::Metric::lower(vm::icount::METRIC, "insn", 1000.0);
+        let count = Metric::lower(vm::icount::METRIC, "insn", 1000.0);
         let mut record = RunRecord::default();
-        store_profile(&mut record, Some(Ok(profile(1000))), Some(&count));
+        let work = store_profile(&mut record, Some(Ok(profile(1000))), Some(&count));
+        assert_eq!(work, None, "no kernel function named: no work count");
         let stored: RunProfile = record.extra(vm::profile::EXTRA).unwrap().unwrap();
         assert_eq!((stored.total, record.notes.len()), (1000, 0));
 

@@ -88,8 +88,9 @@ impl Store {
                 let (variant, json): (String, String) = (r.get(0)?, r.get(1)?);
                 let mut place: crate::record::RunPlace = serde_json::from_str(&json)
                     .with_context(|| format!("a place of variant {variant} is not valid"))?;
-                // Boot time differs between the first and later runs of one VM.
+                // Boot and warm-up times differ between the first and later runs of one VM.
                 place.boot_s = None;
+                place.warmup_s = None;
                 if !out.iter().any(|(v, p)| *v == variant && *p == place) {
                     out.push((variant, place));
                 }

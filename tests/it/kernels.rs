@@ -391,15 +391,17 @@ fn bisect_commits_boots_the_kernel_each_commit_names() {
 
 /// What both planted checks assert (this file's CPU-work one and
 /// `planted_kernel`'s read-path one) on `compare`'s rows of the store `db`:
-/// `base-again`'s instruction row decides and is neither regressed nor
-/// improved (A/A), `plus10`'s is `regressed`. Returns the rows and `plus10`'s row.
+/// `base-again`'s instruction row (`vm/instructions_work`) decides and is
+/// neither regressed nor improved (A/A), `plus10`'s is `regressed`. Returns the rows and `plus10`'s row.
 pub(crate) fn planted_is_regressed_and_a_a_is_not(db: &str) -> (Vec<Value>, Value) {
     let out = fslab(&["compare", "--db", db, "--format", "json"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    // The guest's instructions without its background decide (profiled runs).
+    let decider = fslab::metric::WORK_INSTRUCTIONS;
     let row = |variant: &str| -> Value {
-        let found = rows.iter().find(|r| r["variant"] == variant && r["metric"] == fslab::vm::icount::METRIC);
-        found.cloned().unwrap_or_else(|| panic!("no {} row for {variant}:\n{}", fslab::vm::icount::METRIC, text(&out)))
+        let found = rows.iter().find(|r| r["variant"] == variant && r["metric"] == decider);
+        found.cloned().unwrap_or_else(|| panic!("no {decider} row for {variant}:\n{}", text(&out)))
     };
     let (aa, planted) = (row("base-again"), row("plus10"));
     assert_eq!((aa["unit"].as_str(), aa["decisive"].as_bool()), (Some("insn"), Some(true)), "{aa}");

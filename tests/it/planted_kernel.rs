@@ -3,7 +3,7 @@
 //! read(2) (N on the guest's kernel command line), and
 //! `tests/fixtures/kernels/planted-read-work.toml` plants N so the spin adds
 //! 10% to a read workload's guest instructions (the arithmetic is in the
-//! file's header). At a fixed 5 runs per variant, with `vm/instructions`
+//! file's header). At a fixed 5 runs per variant, with `vm/instructions_work`
 //! decisive under TCG, the planted variant is `regressed` by about 10% and
 //! the A/A pair decides nothing, whatever the host's load.
 

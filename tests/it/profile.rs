@@ -173,3 +173,73 @@ fn profiles_add_up_to_the_instructions_land_on_the_read_path_and_compare_names_w
     assert!(vermillion > 200, "regressed bars barely visible: {vermillion} pixels");
     page_fits_a_laptop_screen(&page);
 }
+
+/// Issue 27 part 3 on a real guest: each profiled run also stores
+/// `vm/instructions_work`, exactly `vm/instructions` less the instructions
+/// of the background functions its profile names (idle loop, timer tick,
+/// clock reads, spinning), and that count decides the emulated comparison
+/// with the total kept as evidence. Each VM first runs its first run once
+/// unrecorded (a warm-up under TCG): only the measured runs are stored,
+/// the first of each VM with the warm-up's wall time in its place.
+/// Two VMs, two short runs each (and a warm-up each): a few minutes.
+#[test]
+fn the_work_count_is_the_total_less_the_background_and_the_warm_up_is_not_stored() {
+    if vm_prerequisites("6.1.").is_none() || !icount_plugin_or_skip() {
+        return;
+    }
+    let _one = one_vm();
+    let dir = common::workdir("fslab-work-count");
+    let (work, db) = (dir.path().join("work"), dir.path().join("results.db"));
+    let spec = common::write_spec(
+        dir.path(),
+        "work.toml",
+        &format!(
+            "name = \"work\"\nworkdir = \"{}\"\nrepetitions = 2\norder = \"interleaved\"\nseed = 27\n\n\
+             [defaults]\nfs = \"tmpfs\"\nsize = \"16MiB\"\nkernel = \"debian:6.1-cloud\"\n\
+             vm = {{ cpus = 2, memory = \"1GiB\", accel = \"tcg\" }}\n\n\
+             [[variant]]\nname = \"a\"\n\n[[variant]]\nname = \"b\"\n\n\
+             [[workload]]\nkind = \"command\"\nname = \"reads\"\n\
+             command = 'dd if=/dev/zero of=/dev/null bs=512 count=20000 status=none'\n",
+            work.display()
+        ),
+    );
+    let db_arg = db.to_str().unwrap();
+    let out = fslab(&["run", spec.to_str().unwrap(), "--db", db_arg]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert_eq!(leftovers(&work), Vec::<String>::new());
+    assert_eq!(text(&out).matches("a warm-up run, not recorded").count(), 2, "{}", text(&out));
+
+    let store = Store::open_existing(&StoreLocation::parse(db_arg)).unwrap();
+    let id = store.list_experiments().unwrap()[0].id;
+    let runs = store.runs(id).unwrap();
+    assert_eq!(runs.iter().map(|r| r.seq).collect::<Vec<_>>(), [0, 1, 2, 3], "only the measured runs are stored");
+    for run in &runs {
+        let metric = |name: &str| run.metrics.iter().find(|m| m.name == name).map(|m| m.value as u64);
+        let extras = store.run_extras(run.id).unwrap();
+        let (_, json) = extras.iter().find(|(k, _)| k == "profile").expect("a profile");
+        let profile: RunProfile = serde_json::from_value(json.clone()).unwrap();
+        let background: u64 = profile
+            .entries
+            .iter()
+            .filter(|e| e.origin == Origin::Kernel && background(&e.symbol).is_some())
+            .map(|e| e.count)
+            .sum();
+        let total = metric(fslab::metric::INSTRUCTIONS).expect("vm/instructions");
+        let work = metric(fslab::metric::WORK_INSTRUCTIONS).expect("vm/instructions_work");
+        assert!(background > 0, "run {}: no background counted", run.seq);
+        assert_eq!(work, total - background, "run {}: exactly the total less the background", run.seq);
+        // The warm-up's time rides on the VM's first measured run only.
+        let place = store.run_record(run.id).unwrap().place.expect("a place");
+        let first_of_vm = run.seq < 2;
+        assert_eq!(place.warmup_s.is_some_and(|s| s > 0.0), first_of_vm, "run {}: {place:?}", run.seq);
+    }
+
+    let out = fslab(&["compare", "--db", db_arg, "--format", "json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    let decisive: Vec<&str> =
+        rows.iter().filter(|r| r["decisive"] == true).filter_map(|r| r["metric"].as_str()).collect();
+    assert_eq!(decisive, [fslab::metric::WORK_INSTRUCTIONS]);
+    let total = rows.iter().find(|r| r["metric"] == fslab::metric::INSTRUCTIONS).expect("the total, as evidence");
+    assert_eq!((total["evidence"].as_bool(), total["decisive"].as_bool()), (Some(true), Some(false)), "{total}");
+}

@@ -13,7 +13,7 @@ use crate::analysis::profile::{CountKind, ProfileComparison, ProfileRow, TESTED_
 use crate::human;
 use crate::report::Document;
 use crate::stats::Verdict;
-use crate::vm::profile::{Background, Origin, MIN_SHARE};
+use crate::vm::profile::{Origin, MIN_SHARE};
 
 /// Rows a text or Markdown table shows per comparison unless told.
 pub const DEFAULT_ROWS: usize = 20;
@@ -39,10 +39,8 @@ pub fn row_label(r: &ProfileRow) -> String {
         (Some(_), Some(unit)) if !r.symbol.starts_with('[') => format!("{} [{unit}]", r.symbol),
         (Some(_), _) => r.symbol.clone(),
     };
-    match r.background {
-        Some(Background::Idle) => label.push_str(" (idle)"),
-        Some(Background::Tick) => label.push_str(" (tick)"),
-        None => {}
+    if let Some(b) = r.background {
+        label.push_str(&format!(" ({})", b.as_str()));
     }
     label
 }

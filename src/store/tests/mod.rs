@@ -232,6 +232,7 @@ pub(crate) fn full_run_with(seq: usize, disk: usize, cpus: usize) -> RunRecord {
         memory_mib: Some(1024),
         cmdline: vec!["mitigations=off".into()],
         boot_s: Some(40.5),
+        warmup_s: Some(3.5),
         warnings: vec!["timings are emulated".into()],
     });
     r
