@@ -462,15 +462,19 @@ ffffffff83001000 T _einittext
         let obj = sub.join("a.o");
         crate::sys::exec::run_tool("cc", &["-c", "-o", obj.to_str().unwrap(), sub.join("a.c").to_str().unwrap()])
             .unwrap();
+        // As Kbuild runs it: in the object directory, with relative paths.
+        let ar = |archive: &str, member: &str| {
+            let out = crate::sys::exec::run_in(
+                "ar",
+                &["cDPrST", archive, member],
+                Some(dir.path()),
+                std::time::Duration::from_secs(30),
+            )
+            .unwrap();
+            assert!(out.success, "{}", out.stderr);
+        };
         let archive = dir.path().join("vmlinux.a");
-        let out = crate::sys::exec::run_in(
-            "ar",
-            &["cDPrST", "vmlinux.a", "fs/demo/a.o"],
-            Some(dir.path()),
-            std::time::Duration::from_secs(30),
-        )
-        .unwrap();
-        assert!(out.success, "{}", out.stderr);
+        ar("vmlinux.a", "fs/demo/a.o");
         let map = ObjectMap::read(dir.path()).unwrap();
         assert_eq!(map.object("demo_read"), Some("fs/demo/a.o"), "{map:?}");
         assert_eq!(map.object("demo_data"), None);
@@ -483,17 +487,8 @@ ffffffff83001000 T _einittext
             crate::sys::exec::run_tool("cc", &["-c", "-o", obj.to_str().unwrap(), src.to_str().unwrap()]).unwrap();
         };
         cc(&x86.join("b.c"), &x86.join("b.o"));
-        // As Kbuild runs it: in the object directory, with relative paths.
-        for (archive, member) in [("fs/built-in.a", "fs/demo/a.o"), ("arch/x86/built-in.a", "arch/x86/entry/b.o")] {
-            let out = crate::sys::exec::run_in(
-                "ar",
-                &["cDPrST", archive, member],
-                Some(dir.path()),
-                std::time::Duration::from_secs(30),
-            )
-            .unwrap();
-            assert!(out.success, "{}", out.stderr);
-        }
+        ar("fs/built-in.a", "fs/demo/a.o");
+        ar("arch/x86/built-in.a", "arch/x86/entry/b.o");
         let map = ObjectMap::read(dir.path()).unwrap();
         assert_eq!(map.object("demo_read"), Some("fs/demo/a.o"), "{map:?}");
         assert_eq!(map.object("demo_entry"), Some("arch/x86/entry/b.o"), "{map:?}");

@@ -539,6 +539,21 @@ mod tests {
     const MAP: &str = "ffffffff81000000 T _text\nffffffff81000000 T do_idle\nffffffff81000100 T vfs_read\n\
                        ffffffff81000200 t rare_one\nffffffff81000300 T tick_sched_timer\nffffffff81001000 T _etext\n";
 
+    /// A kernel `x` of this image and config, nothing else known.
+    fn kernel_at(image: std::path::PathBuf, config: Option<std::path::PathBuf>) -> KernelArtifacts {
+        KernelArtifacts {
+            image,
+            modules_dir: None,
+            config,
+            release: "x".into(),
+            source: String::new(),
+            sha256: String::new(),
+            guest_dirs: vec![],
+            package: None,
+            build: None,
+        }
+    }
+
     fn blocks() -> BlockCounts {
         BlockCounts {
             total: 2_000_000,
@@ -611,17 +626,7 @@ mod tests {
         std::fs::create_dir_all(obj.join("arch/x86/boot")).unwrap();
         std::fs::write(boot.join("vmlinuz-x"), "this image").unwrap();
         std::fs::write(obj.join("System.map"), MAP).unwrap();
-        let kernel = KernelArtifacts {
-            image: boot.join("vmlinuz-x"),
-            modules_dir: None,
-            config: None,
-            release: "x".into(),
-            source: String::new(),
-            sha256: String::new(),
-            guest_dirs: vec![],
-            package: None,
-            build: None,
-        };
+        let kernel = kernel_at(boot.join("vmlinuz-x"), None);
         std::fs::write(obj.join("arch/x86/boot/bzImage"), "another image").unwrap();
         let mut other = Profiler::new(&kernel, Some(&obj));
         let p = other.profile(&blocks(), dir.path());
@@ -642,17 +647,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("System.map-x"), MAP).unwrap();
         std::fs::write(dir.path().join("config-x"), "CONFIG_RANDOMIZE_BASE=y\n").unwrap();
-        let kernel = KernelArtifacts {
-            image: dir.path().join("vmlinuz-x"),
-            modules_dir: None,
-            config: Some(dir.path().join("config-x")),
-            release: "x".into(),
-            source: String::new(),
-            sha256: String::new(),
-            guest_dirs: vec![],
-            package: None,
-            build: None,
-        };
+        let kernel = kernel_at(dir.path().join("vmlinuz-x"), Some(dir.path().join("config-x")));
         let mut profiler = Profiler::new(&kernel, None);
         assert_eq!(profiler.wanted(), GuestSymbolsWanted::Modules);
         let moved = BlockCounts { total: 100, user: 0, kernel: vec![(0xffffffff83a00104, 100)] };
@@ -670,17 +665,7 @@ mod tests {
     #[test]
     fn the_profiler_reads_the_guests_symbols_when_they_change() {
         let dir = tempfile::tempdir().unwrap();
-        let kernel = KernelArtifacts {
-            image: dir.path().join("vmlinuz-x"),
-            modules_dir: None,
-            config: None,
-            release: "x".into(),
-            source: String::new(),
-            sha256: String::new(),
-            guest_dirs: vec![],
-            package: None,
-            build: None,
-        };
+        let kernel = kernel_at(dir.path().join("vmlinuz-x"), None);
         let mut profiler = Profiler::new(&kernel, None);
         assert_eq!(profiler.wanted(), GuestSymbolsWanted::All, "no System.map: the guest's");
         let p = profiler.profile(&blocks(), dir.path());
