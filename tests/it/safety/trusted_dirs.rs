@@ -14,13 +14,29 @@ use crate::common;
 /// `fslab ARGS` in a private mount namespace whose `/var/tmp` is an empty
 /// tmpfs, after the shell lines `setup`; the shell lines `after` run once
 /// fslab has ended (their output follows a `== after` line on stdout).
-fn in_private_var_tmp(setup: &str, args: &[&str], after: &str) -> Ran {
+/// `dir`: the test's own directory (outside `/var/tmp`), where a binary
+/// built under `/var/tmp` (a checkout there) is linked so the tmpfs does
+/// not hide it.
+fn in_private_var_tmp(dir: &Path, setup: &str, args: &[&str], after: &str) -> Ran {
+    let built = Path::new(common::fslab_bin());
+    let bin = if built.starts_with("/var/tmp") {
+        let seen = dir.join("fslab");
+        if !seen.exists() {
+            std::fs::hard_link(built, &seen)
+                .or_else(|_| std::fs::copy(built, &seen).map(drop))
+                .unwrap_or_else(|e| panic!("{} to {}: {e}", built.display(), seen.display()));
+        }
+        seen
+    } else {
+        built.to_path_buf()
+    };
     let script = format!(
         "set -e\nmount -t tmpfs -o mode=1777 fslab-test /var/tmp\n{setup}\nset +e\n\"$@\"\nrc=$?\necho '== \
          after'\n{after}\nexit $rc\n"
     );
     let mut cmd = Command::new("unshare");
-    cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c", &script, "sh", common::fslab_bin()])
+    cmd.args(["--mount", "--propagation", "private", "--", "sh", "-c", &script, "sh"])
+        .arg(&bin)
         .args(args)
         .env_remove("FSLAB_KERNEL_CACHE")
         .stdin(Stdio::null())
@@ -68,7 +84,7 @@ fn a_work_directory_another_user_owns_or_links_is_refused_and_nothing_is_written
          /var/tmp/fslab/.fslab-running /var/tmp/fslab"
     );
     for args in [vec!["run", &spec, "--db", &db], vec!["run", &spec, "--db", &db, "--dry-run"]] {
-        let ran = in_private_var_tmp(&nobody_owns, &args, "ls -A /var/tmp/fslab");
+        let ran = in_private_var_tmp(dir.path(), &nobody_owns, &args, "ls -A /var/tmp/fslab");
         ran.expect(2).says("the work directory: refusing /var/tmp/fslab").says("is owned by").says("uid 65534");
         assert_eq!(after(&ran), ".fslab-running\n", "fslab created something in a directory nobody owns");
         assert_untouched(&victim);
@@ -79,7 +95,7 @@ fn a_work_directory_another_user_owns_or_links_is_refused_and_nothing_is_written
         "mkdir -m 755 /var/tmp/fslab\nln -s {victim_s} /var/tmp/fslab/.fslab-running\nchown -h 65534 \
          /var/tmp/fslab/.fslab-running"
     );
-    in_private_var_tmp(&planted, &["run", &spec, "--db", &db], "")
+    in_private_var_tmp(dir.path(), &planted, &["run", &spec, "--db", &db], "")
         .expect(2)
         .says("the registry of running experiments")
         .says("/var/tmp/fslab/.fslab-running is a symbolic link made by")
@@ -88,10 +104,10 @@ fn a_work_directory_another_user_owns_or_links_is_refused_and_nothing_is_written
 
     // --workdir of another user's directory; a world-writable one.
     let theirs = "mkdir /var/tmp/theirs /var/tmp/open\nchown 65534 /var/tmp/theirs\nchmod 777 /var/tmp/open";
-    in_private_var_tmp(theirs, &["run", &spec, "--db", &db, "--workdir", "/var/tmp/theirs/w"], "")
+    in_private_var_tmp(dir.path(), theirs, &["run", &spec, "--db", &db, "--workdir", "/var/tmp/theirs/w"], "")
         .expect(2)
         .says("/var/tmp/theirs is owned by");
-    in_private_var_tmp(theirs, &["run", &spec, "--db", &db, "--workdir", "/var/tmp/open/w"], "")
+    in_private_var_tmp(dir.path(), theirs, &["run", &spec, "--db", &db, "--workdir", "/var/tmp/open/w"], "")
         .expect(2)
         .says("/var/tmp/open is writable by every user (mode 0777)");
     // Nothing reached the database: refused before the experiment was made.
@@ -108,11 +124,15 @@ fn on_a_fresh_host_fslab_makes_its_directories_root_s_and_not_writable_by_others
     let spec = spec(dir.path());
     let db = dir.path().join("results.db").display().to_string();
     // A dry run creates nothing.
-    let ran = in_private_var_tmp("", &["run", &spec, "--db", &db, "--dry-run"], "ls -A /var/tmp");
+    let ran = in_private_var_tmp(dir.path(), "", &["run", &spec, "--db", &db, "--dry-run"], "ls -A /var/tmp");
     ran.expect(0);
     assert_eq!(after(&ran), "", "a dry run created directories");
-    let ran =
-        in_private_var_tmp("", &["run", &spec, "--db", &db], "stat -c '%n %u %a' /var/tmp/fslab /var/tmp/fslab/*");
+    let ran = in_private_var_tmp(
+        dir.path(),
+        "",
+        &["run", &spec, "--db", &db],
+        "stat -c '%n %u %a' /var/tmp/fslab /var/tmp/fslab/*",
+    );
     ran.expect(0).says("1 runs ok");
     let dirs = after(&ran);
     assert!(dirs.contains("/var/tmp/fslab 0 755\n"), "{dirs}");
