@@ -308,11 +308,6 @@ fn iostat_logs_render_time_series() {
     let page = fslab::iostatlog::report::render_html(&[("<i>.log".into(), log)]);
     assert_self_contained(&page);
     assert!(page.contains("x&lt;b&gt;y") && page.contains("&lt;i&gt;.log"));
-    std::fs::write(
-        std::env::temp_dir().join("fslab-iostat-report-test.html"),
-        fslab::iostatlog::report::render_html(&all),
-    )
-    .unwrap();
 }
 
 /// A long log (over five hours at 1 s, 36 samples per pixel column) gives a small page: the charts draw the extremes of each pixel
