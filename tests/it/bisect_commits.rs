@@ -98,17 +98,10 @@ fn bisect(root: &Path) -> (i32, Value, String) {
     (out.status.code().unwrap_or(-1), json, stderr)
 }
 
-fn step<'a>(report: &'a Value, subject: &str) -> Option<&'a Value> {
-    report["steps"].as_array().unwrap().iter().find(|s| s["commit"]["subject"] == subject)
-}
-
-#[test]
-fn timing_finds_the_first_bad_commit_skipping_a_broken_build_with_extra_rounds_for_a_noisy_one() {
-    if !common::root_or_skip() {
-        return;
-    }
-    let dir = common::workdir("bisect-commits");
-    let root = dir.path();
+/// The toy repository in `root/repo`, its testbed directory and the
+/// bisection's file, `root/bisect.toml` (its workload runs each commit's
+/// `bench.sh`).
+fn make_bisection(root: &Path) {
     make_repo(&root.join("repo"));
     std::fs::create_dir_all(root.join("bed")).unwrap();
     common::write_spec(
@@ -121,6 +114,20 @@ fn timing_finds_the_first_bad_commit_skipping_a_broken_build_with_extra_rounds_f
             bed = root.join("bed").display()
         ),
     );
+}
+
+fn step<'a>(report: &'a Value, subject: &str) -> Option<&'a Value> {
+    report["steps"].as_array().unwrap().iter().find(|s| s["commit"]["subject"] == subject)
+}
+
+#[test]
+fn timing_finds_the_first_bad_commit_skipping_a_broken_build_with_extra_rounds_for_a_noisy_one() {
+    if !common::root_or_skip() {
+        return;
+    }
+    let dir = common::workdir("bisect-commits");
+    let root = dir.path();
+    make_bisection(root);
     let head = git(&root.join("repo"), &["rev-parse", "HEAD"], None);
 
     let (code, r, stderr) = bisect(root);
@@ -173,18 +180,7 @@ fn timing_two_machines_of_a_fleet_share_a_bisection_through_the_store() {
     }
     let dir = common::workdir("bisect-fleet");
     let root = dir.path();
-    make_repo(&root.join("repo"));
-    std::fs::create_dir_all(root.join("bed")).unwrap();
-    common::write_spec(
-        root,
-        "bisect.toml",
-        &format!(
-            "name = \"bisect\"\nrepetitions = 3\nworkdir = \"{work}\"\n\n[[variant]]\nname = \"a\"\nfs = \"dir:{bed}\"\n\n\
-             [[workload]]\nkind = \"command\"\nname = \"w\"\ncommand = \"sh {{worktree}}/bench.sh # {{rev}}\"\n",
-            work = root.join("work").display(),
-            bed = root.join("bed").display()
-        ),
-    );
+    make_bisection(root);
     let machine = |n: usize| {
         Command::new(common::fslab_bin())
             .args(["bisect-commits", "--repo"])
