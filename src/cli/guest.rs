@@ -75,6 +75,9 @@ pub struct ProbeArgs {
     /// Read-only host directory for the guest (repeatable).
     #[arg(long = "ro-dir")]
     ro_dirs: Vec<PathBuf>,
+    /// Let the guest's init run udev's coldplug and settle (fslab skips it by default).
+    #[arg(long)]
+    udev: bool,
     #[arg(long, default_value = "180s", value_parser = Seconds::parse)]
     boot_timeout: Seconds,
     #[arg(long, default_value = "600s", value_parser = Seconds::parse)]
@@ -136,6 +139,7 @@ fn vm_probe(args: ProbeArgs) -> Result<ExitCode> {
         kernel_args: args.kernel_args.clone(),
         agent: None,
         disk_media: None,
+        udev: args.udev,
         profile: true,
         objects: None,
     };

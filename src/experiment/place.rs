@@ -54,6 +54,10 @@ pub struct VmSpec {
     /// allocator settling), an outlier in five runs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warmup: Option<bool>,
+    /// Let the guest's init run udev (`vm.udev`, off by default: see
+    /// [`crate::vm::VmConfig::udev`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub udev: bool,
 }
 
 impl VmSpec {
@@ -74,6 +78,7 @@ impl Default for VmSpec {
             boot_timeout: Duration::from_secs(300),
             cmdline: Vec::new(),
             warmup: None,
+            udev: false,
         }
     }
 }
@@ -89,6 +94,7 @@ pub struct VmKeys {
     boot_timeout: Option<Spanned<Seconds>>,
     cmdline: Option<Spanned<Vec<String>>>,
     warmup: Option<bool>,
+    udev: Option<bool>,
 }
 
 /// Most vCPUs and memory a guest may be given.
@@ -159,6 +165,7 @@ fn resolve_vm(src: &Source, vm: Option<&Spanned<VmKeys>>) -> Result<VmSpec> {
         spec.cmdline = c.get_ref().clone();
     }
     spec.warmup = k.warmup;
+    spec.udev = k.udev.unwrap_or(false);
     Ok(spec)
 }
 
@@ -178,5 +185,23 @@ mod tests {
         assert!(!off.warms_up(true));
         let on = VmSpec { warmup: Some(true), ..VmSpec::default() };
         assert!(on.warms_up(false));
+    }
+
+    /// udev is skipped in the guest unless `vm.udev = true`; a value that
+    /// is not a boolean is an error naming the line.
+    #[test]
+    fn vm_udev_is_off_unless_set() {
+        #[derive(Deserialize)]
+        struct File {
+            vm: Spanned<VmKeys>,
+        }
+        let vm = |text: &str| -> Result<VmSpec> {
+            let file: File = toml::from_str(text)?;
+            let src = Source { text, origin: "exp.toml", base_dir: std::path::Path::new("/") };
+            resolve_vm(&src, Some(&file.vm))
+        };
+        assert!(!vm("vm = { cpus = 2 }").unwrap().udev);
+        assert!(vm("vm = { udev = true }").unwrap().udev);
+        assert!(vm("vm = { udev = \"yes\" }").is_err());
     }
 }

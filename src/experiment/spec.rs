@@ -144,7 +144,7 @@ pub struct VariantKeys {
     pub sysfs: Option<Spanned<BTreeMap<String, toml::Value>>>,
     /// The kernel to boot in a VM for this variant's runs (none: the host; see Kernels under test).
     pub kernel: Option<Spanned<toml::Value>>,
-    /// How that VM is sized and run (`{ cpus, memory, accel, boot, boot_timeout, cmdline, warmup }`; `warmup`: run each VM's first run once unrecorded before it, by default under TCG).
+    /// How that VM is sized and run (`{ cpus, memory, accel, boot, boot_timeout, cmdline, warmup, udev }`; `warmup`: run each VM's first run once unrecorded before it, by default under TCG; `udev = true`: let the guest's init run udev's coldplug and settle, which fslab skips by default).
     pub vm: Option<Spanned<super::place::VmKeys>>,
 }
 

@@ -447,6 +447,7 @@ fn vm_config(exp: &Experiment, variant: &VariantConfig, spec: &crate::experiment
         kernel_args: spec.cmdline.clone(),
         agent: None,
         disk_media: variant.testbed.device.clone(),
+        udev: spec.udev,
         profile: true,
         objects: None,
     }

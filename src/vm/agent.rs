@@ -37,6 +37,9 @@ const DISK_WAIT: Duration = Duration::from_secs(30);
 pub fn run(exchange: &Path, extra: &[(&str, Handler)]) -> Result<()> {
     let info: SessionInfo = protocol::read_if_present(&exchange.join(SESSION_FILE))?
         .with_context(|| format!("{} has no {SESSION_FILE}", exchange.display()))?;
+    if let Some(dir) = &info.init_path_shim {
+        super::udev::leave_path(dir);
+    }
     let agent_started_s = uptime_s();
     let ready = match setup(&info) {
         Ok(disk) => Ready::Ok {

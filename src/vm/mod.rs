@@ -17,6 +17,7 @@
 //! * [`session`]: boot, request, shutdown, teardown on every path out.
 //! * [`agent`], [`kinds`]: the guest side and the request kinds it answers.
 //! * [`leftovers`]: VM processes a SIGKILLed fslab left, for `fslab cleanup`.
+//! * [`udev`]: the guest's init skips udev unless asked (`vm.udev`).
 //!
 //! Everything a session creates carries fslab's marker
 //! (`fslab-tb-<pid>-vm<n>-<nanos>`): its directory under the work directory
@@ -34,6 +35,7 @@ pub mod profile;
 pub mod protocol;
 pub mod session;
 pub mod tools;
+pub mod udev;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -118,6 +120,12 @@ pub struct VmConfig {
     /// functions by source directory (when it holds this very build).
     #[serde(default)]
     pub objects: Option<PathBuf>,
+    /// Let virtme-ng's init run udev in the guest (coldplug, then wait for
+    /// it to settle). Off by default: fslab's agent loads the modules it
+    /// needs and finds its disk by serial, and the settle was 5-7 s of an
+    /// 11-15 s boot under TCG (BENCHMARKS.md, issue 27).
+    #[serde(default)]
+    pub udev: bool,
 }
 
 fn attribute_by_default() -> bool {
@@ -138,6 +146,7 @@ impl Default for VmConfig {
             kernel_args: Vec::new(),
             agent: None,
             disk_media: None,
+            udev: false,
             profile: true,
             objects: None,
         }

@@ -41,6 +41,10 @@ pub struct SessionInfo {
     /// ([`super::profile::SymbolExport`]).
     #[serde(default)]
     pub symbols: super::profile::GuestSymbolsWanted,
+    /// The directory put first on init's `PATH` for [`super::udev`]'s shim,
+    /// which the agent takes out of its own `PATH`.
+    #[serde(default)]
+    pub init_path_shim: Option<String>,
 }
 
 /// The agent's first word.

@@ -363,7 +363,17 @@ impl VmSession {
         };
         session.counting = plugin.is_some();
         let symbols = session.profiler.as_ref().map_or(GuestSymbolsWanted::None, Profiler::wanted);
-        let info = SessionInfo { modules, disk_serial: session.disk.as_ref().map(|d| d.serial.clone()), symbols };
+        // udev is skipped unless asked for: a shim first on init's PATH.
+        let shim = if config.udev { None } else { super::udev::shim_dir()? };
+        let shim = shim.map(|d| check_path("the guest's shim directory", &d)).transpose()?;
+        let mut kernel_args = config.kernel_args.clone();
+        kernel_args.extend(shim.as_deref().map(super::udev::kernel_arg));
+        let info = SessionInfo {
+            modules,
+            disk_serial: session.disk.as_ref().map(|d| d.serial.clone()),
+            symbols,
+            init_path_shim: shim,
+        };
         protocol::write_atomic(&exchange.join(SESSION_FILE), &info)?;
 
         let args = virtme_args(&VirtmeArgs {
@@ -376,7 +386,7 @@ impl VmSession {
             memory_mib: config.memory_mib,
             exchange: &check_path("exchange directory", &exchange)?,
             ro_dirs: &ro_dirs,
-            kernel_args: &config.kernel_args,
+            kernel_args: &kernel_args,
             agent: &agent_str,
             disk: session.disk.as_ref(),
             plugin: plugin.as_deref(),

@@ -144,8 +144,9 @@ fn vm_error(e: &anyhow::Error) -> &VmError {
 }
 
 /// Boot the packaged kernel `version` with a testbed disk and the modules a
-/// testbed needs, and check everything the guest reports.
-fn boot_and_check(version: &str, end_with_timeout: bool) {
+/// testbed needs (with udev in the guest or, by default, without), and
+/// check everything the guest reports.
+fn boot_and_check(version: &str, end_with_timeout: bool, udev: bool) {
     let Some(deb) = vm_prerequisites(version) else { return };
     let _one = one_vm();
     let kernel = resolve_deb(&deb);
@@ -155,6 +156,7 @@ fn boot_and_check(version: &str, end_with_timeout: bool) {
     let mut cfg = config(1024);
     cfg.disk_bytes = Some(256 << 20);
     cfg.modules = ["loop", "xfs", "btrfs", "squashfs", "erofs"].map(String::from).to_vec();
+    cfg.udev = udev;
     let mut session = VmSession::boot(&kernel, &cfg, work.path()).unwrap_or_else(|e| panic!("{e:#}"));
     let name = session.name().to_string();
     assert!(!vm_leftovers(&name, work.path()).is_empty(), "a running VM must be visible to the leak check");
@@ -175,6 +177,7 @@ fn boot_and_check(version: &str, end_with_timeout: bool) {
     assert_eq!(facts.cgroup.version, 2, "{:?}", facts.cgroup);
     assert!(facts.cgroup.controllers.iter().any(|c| c == "io"), "{:?}", facts.cgroup);
     assert_eq!(facts.tracefs.as_deref(), Some("/sys/kernel/tracing"));
+    assert_eq!(facts.udevd_running, udev, "udev runs in the guest only when asked for");
     for module in ["virtio_blk", "loop", "xfs", "btrfs", "squashfs", "erofs"] {
         assert!(
             facts.modules.iter().any(|m| m == module) || facts.filesystems.iter().any(|f| f == module),
@@ -205,12 +208,12 @@ fn boot_and_check(version: &str, end_with_timeout: bool) {
 
 #[test]
 fn debian_6_1_boots_probes_and_shuts_down() {
-    boot_and_check("6.1.", false);
+    boot_and_check("6.1.", false, false);
 }
 
 #[test]
-fn debian_6_12_boots_probes_and_a_request_timeout_kills_it() {
-    boot_and_check("6.12.", true);
+fn debian_6_12_boots_with_udev_probes_and_a_request_timeout_kills_it() {
+    boot_and_check("6.12.", true, true);
 }
 
 #[test]

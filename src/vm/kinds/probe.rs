@@ -25,6 +25,9 @@ pub struct GuestFacts {
     pub modules: Vec<String>,
     /// Registered filesystems (`/proc/filesystems`).
     pub filesystems: Vec<String>,
+    /// Is a udevd running ([`crate::vm::udev`]: not unless `vm.udev`)?
+    #[serde(default)]
+    pub udevd_running: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
@@ -65,6 +68,7 @@ pub fn gather(disk_serial: Option<&str>) -> GuestFacts {
         cgroup: cgroup_facts(&mountinfo),
         disk: disk_serial.and_then(disk_by_serial),
         tracefs,
+        udevd_running: crate::vm::udev::udevd_running(),
         modules: {
             let mut m: Vec<String> = fs::read_to_string("/proc/modules")
                 .unwrap_or_default()
