@@ -191,12 +191,28 @@ fn compare_pair(
 ) -> ProfileComparison {
     // Every function any run stored, with each run's count (0 where absent).
     let all: Vec<&RunProfile> = b.iter().chain(v).copied().collect();
+    // A kernel function's source directory names it only when every run
+    // has them: a kernel fslab built gets them when its object directory
+    // still holds that very build, which variants of one tree take turns
+    // at. Otherwise a function is its name (same-named static functions
+    // counted together), and the directory is kept as a label.
+    let grouped = all.iter().all(|p| p.entries.iter().any(|e| e.origin == Origin::Kernel && e.unit.is_some()));
+    let mut labels: HashMap<String, String> = HashMap::new();
     let mut rows: BTreeMap<Key, Vec<f64>> = BTreeMap::new();
     let mut missing: HashMap<Key, usize> = HashMap::new();
     for (i, p) in all.iter().enumerate() {
         for e in &p.entries {
-            let key = (Some(e.origin), e.symbol.clone(), e.unit.clone());
-            rows.entry(key).or_insert_with(|| vec![0.0; all.len()])[i] = e.count as f64;
+            let unit = match (e.origin, grouped) {
+                (Origin::Kernel, false) => {
+                    if let Some(dir) = &e.unit {
+                        labels.entry(e.symbol.clone()).or_insert_with(|| dir.clone());
+                    }
+                    None
+                }
+                _ => e.unit.clone(),
+            };
+            rows.entry((Some(e.origin), e.symbol.clone(), unit)).or_insert_with(|| vec![0.0; all.len()])[i] +=
+                e.count as f64;
         }
     }
     for (key, values) in &rows {
@@ -223,6 +239,10 @@ fn compare_pair(
         .map(|(((origin, symbol, unit), (x, y)), comparison)| {
             let (mean_baseline, mean_variant) = (mean(x), mean(y));
             let runs_below_share = missing.get(&(origin, symbol.clone(), unit.clone())).copied().unwrap_or(0);
+            let unit = match origin {
+                Some(Origin::Kernel) if unit.is_none() => labels.get(&symbol).cloned(),
+                _ => unit,
+            };
             ProfileRow {
                 background: origin.and_then(|_| background(&symbol)),
                 symbol,
@@ -313,6 +333,32 @@ mod tests {
                 symbols: "test".into(),
             },
         }
+    }
+
+    /// One side's functions carry their source directory (its kernel's
+    /// object directory held that build), the other's do not: a function
+    /// is one row, labelled with its directory, not two rows of 0 against
+    /// all. Two copies of a name in one run (static functions of two
+    /// directories) count together.
+    #[test]
+    fn a_side_without_directories_still_matches_function_by_function() {
+        let mut runs = Vec::new();
+        for i in 0..5u64 {
+            let mut base = run("base", i as usize, 100_000, i * 17, None);
+            base.profile.entries[0].unit = Some("drivers/char".into());
+            runs.push(base);
+            let mut more = run("more", 5 + i as usize, 150_000, i * 13, None);
+            more.profile.entries[2].count -= 100;
+            more.profile.entries.push(entry("do_idle", Origin::Kernel, 100));
+            runs.push(more);
+        }
+        let c = &compare_profiles(&runs, "base", &CompareConfig::default())[0];
+        let read_zero: Vec<&ProfileRow> = c.rows.iter().filter(|r| r.symbol == "read_zero").collect();
+        assert_eq!(read_zero.len(), 1, "{:?}", c.rows);
+        assert_eq!(read_zero[0].unit.as_deref(), Some("drivers/char"));
+        assert_eq!(read_zero[0].verdict(), Some(Verdict::Regressed));
+        let idle = c.rows.iter().find(|r| r.symbol == "do_idle").unwrap();
+        assert!((idle.mean_variant - idle.mean_baseline - (13.0 - 17.0) * 2.0).abs() < 1e-9, "{idle:?}");
     }
 
     #[test]

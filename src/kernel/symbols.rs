@@ -305,10 +305,14 @@ impl ObjectMap {
     }
 
     /// `nm -A` lines: `ARCHIVE:MEMBER:ADDRESS TYPE NAME` (GNU nm names a
-    /// thin archive's members by their paths). Names defined in several
-    /// objects (static functions) keep the first.
+    /// thin archive's members by their paths). A name defined in several
+    /// objects of one directory (static functions) keeps the first; one
+    /// defined in several directories (a header's inline function emitted
+    /// out of line, `compound_head`, `trylock_page`) names none: a profile
+    /// resolves addresses to names, so which copy ran is not known.
     pub fn parse(nm: &str, objdir: &Path) -> ObjectMap {
-        let mut objects = HashMap::new();
+        let mut objects: HashMap<String, String> = HashMap::new();
+        let mut ambiguous = std::collections::HashSet::new();
         let prefix = format!("{}/", objdir.display());
         for line in nm.lines() {
             let Some((place, symbol)) = line.rsplit_once(':') else { continue };
@@ -319,8 +323,17 @@ impl ObjectMap {
                 continue;
             }
             let member = member.strip_prefix(&prefix).unwrap_or(member);
-            objects.entry(name.to_string()).or_insert_with(|| member.to_string());
+            match objects.get(name) {
+                None => {
+                    objects.insert(name.to_string(), member.to_string());
+                }
+                Some(first) if Path::new(first).parent() != Path::new(member).parent() => {
+                    ambiguous.insert(name.to_string());
+                }
+                Some(_) => {}
+            }
         }
+        objects.retain(|name, _| !ambiguous.contains(name));
         ObjectMap { objects }
     }
 
@@ -440,11 +453,17 @@ ffffffff83001000 T _einittext
         let nm = "/o/vmlinux.a:fs/squashfs/file.o:0000000000000000 T squashfs_readahead\n\
                   /o/vmlinux.a:fs/squashfs/file.o:0000000000000010 d squashfs_ops\n\
                   /o/vmlinux.a:lib/xz/xz_dec_lzma2.o:0000000000000040 t lzma_main\n\
-                  /o/vmlinux.a:kernel/sched/idle.o:0000000000000000 T do_idle\n";
+                  /o/vmlinux.a:kernel/sched/idle.o:0000000000000000 T do_idle\n\
+                  /o/vmlinux.a:fs/btrfs/inode.o:0000000000000100 t trylock_page\n\
+                  /o/vmlinux.a:mm/filemap.o:0000000000000200 t trylock_page\n\
+                  /o/vmlinux.a:fs/squashfs/block.o:0000000000000300 t copy_bio\n\
+                  /o/vmlinux.a:fs/squashfs/file.o:0000000000000300 t copy_bio\n";
         let map = ObjectMap::parse(nm, Path::new("/o"));
         assert_eq!(map.object("squashfs_readahead"), Some("fs/squashfs/file.o"));
         assert_eq!(map.object("lzma_main"), Some("lib/xz/xz_dec_lzma2.o"));
         assert_eq!(map.object("squashfs_ops"), None, "data is not code");
+        assert_eq!(map.object("trylock_page"), None, "defined in two directories: which one ran is unknown");
+        assert_eq!(map.object("copy_bio"), Some("fs/squashfs/block.o"), "two objects of one directory: the first");
     }
 
     /// Kbuild's archives are thin (`ar cDPrST`): `nm -A` names members by
