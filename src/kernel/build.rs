@@ -29,7 +29,7 @@
 //!    the compiler (`<cache>/kernels/<key>/`, with its `System.map`), so a
 //!    second experiment, or a resumed bisection, boots it unbuilt.
 //!
-//! One lock per tree (`.tree-<key>.lock`) covers making it ready, its
+//! One lock per tree (`.lock-tree-<key>`) covers making it ready, its
 //! config and its build: a git tree moves between revisions, so nobody may
 //! read it while another process checks out or builds.
 //!
@@ -72,8 +72,11 @@ pub fn object_dir(cache: &Path, tree_key: &str) -> PathBuf {
 }
 
 /// The lock that covers a tree, its config directory and its objects.
+/// Not named `.tree-<key>.lock`: that is the lock [`super::cache::entry`]
+/// takes to unpack a package's tree (`tree-<key>`), which happens while
+/// this one is held.
 pub fn tree_lock(builds: &Path, tree_key: &str, what: &str) -> Result<super::cache::Held> {
-    super::cache::lock_for(&builds.join(format!(".tree-{}.lock", short_key(tree_key))), what)
+    super::cache::lock_for(&builds.join(format!(".lock-tree-{}", short_key(tree_key))), what)
 }
 
 /// A source tree's working directories under [`builds_dir`]: its tree
@@ -1030,6 +1033,25 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `prepare` holds the tree's lock while the tree is made ready, and a
+    /// package's tree is unpacked under the lock of its cache entry
+    /// (`tree-<key>`): the two must be different locks, or the first
+    /// prepare of a package not yet unpacked waits for itself forever.
+    #[test]
+    fn a_tree_is_unpacked_while_its_tree_lock_is_held() {
+        let builds = tempfile::tempdir().unwrap();
+        let key = "ab".repeat(32);
+        let _held = tree_lock(builds.path(), &key, "preparing the config").unwrap();
+        let (done, finished) = std::sync::mpsc::channel();
+        let dir = builds.path().to_path_buf();
+        let entry = format!("tree-{}", short_key(&key));
+        std::thread::spawn(move || {
+            let _ = done.send(super::super::cache::entry(&dir, &entry, |tmp| Ok(fs::write(tmp.join("Makefile"), "")?)));
+        });
+        let unpacked = finished.recv_timeout(Duration::from_secs(20)).expect("unpacking waited for the tree lock");
+        assert!(unpacked.unwrap().join("Makefile").is_file());
+    }
 
     #[test]
     fn the_minimal_fragment_loses_only_its_comments() {
