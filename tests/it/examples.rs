@@ -101,8 +101,9 @@ fn every_example_parses_and_documents_itself() {
         }
     }
     assert_eq!(
-        kernel_examples, 7,
-        "kernel-upgrade, kernel-upgrade-squashfs, preempt-rt, planted-cpu-work and the three case-* examples"
+        kernel_examples, 8,
+        "kernel-upgrade, kernel-upgrade-squashfs, preempt-rt, planted-cpu-work, squashfs-510-vs-61-io and the three \
+         case-* examples"
     );
 }
 
