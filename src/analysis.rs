@@ -190,7 +190,9 @@ pub fn compare_config_from_spec(spec: &StoredSpec) -> CompareConfig {
 ///   the workload names `decisive` (then the two rules above apply): the
 ///   first of [`crate::metric::EMULATED_DECIDERS`] both sides have, so
 ///   `vm/instructions_work` (without the guest's background) where the
-///   runs were profiled, `vm/instructions` in stores from before it.
+///   runs were profiled, `vm/instructions` in stores from before it; and
+///   beside it the device time a media model charged
+///   ([`crate::metric::EMULATED_DEVICE_TIME`]) where both sides have it.
 ///
 /// `workloads`: the experiment's workloads; rows of a workload not among
 /// them (or with `Roles::default()`) are decided by their workload metrics.
@@ -211,7 +213,7 @@ impl Roles<'_> {
 
     /// Does `workload`'s `metric` decide? `emulated`: the instruction
     /// count that decides an emulated comparison (None: not emulated).
-    pub fn decides(&self, workload: &str, metric: &str, emulated: Option<&str>) -> bool {
+    pub fn decides(&self, workload: &str, metric: &str, emulated: &[&str]) -> bool {
         match self.workloads.iter().find(|w| w.label == workload) {
             Some(w) => w.decides(metric, emulated),
             None => !crate::metric::is_evidence(metric),
@@ -264,8 +266,15 @@ pub fn compare_series(
             let counted =
                 crate::metric::EMULATED_DECIDERS.iter().copied().find(|m| pairs.iter().any(|(b, _)| b.metric == *m));
             let emulated = roles.emulated(baseline, variant, counted.is_some());
-            let decider = counted.filter(|_| emulated);
-            let decides: Vec<bool> = pairs.iter().map(|(b, _)| roles.decides(workload, &b.metric, decider)).collect();
+            // With it, the device time a media model charged, where both sides have it.
+            let device = crate::metric::EMULATED_DEVICE_TIME;
+            let deciders: Vec<&str> = match counted.filter(|_| emulated) {
+                Some(count) => std::iter::once(count)
+                    .chain(pairs.iter().any(|(b, _)| b.metric == device).then_some(device))
+                    .collect(),
+                None => Vec::new(),
+            };
+            let decides: Vec<bool> = pairs.iter().map(|(b, _)| roles.decides(workload, &b.metric, &deciders)).collect();
             // Two families: the rows that decide, and the rows shown beside.
             let mut comparisons: Vec<Option<Comparison>> = vec![None; pairs.len()];
             for decisive in [true, false] {
@@ -334,15 +343,22 @@ pub fn emulation_note(rows: &[ComparisonRow]) -> Option<String> {
         })
     };
     let (demoted, kept) = (labels(false), labels(true));
-    let decider = rows
-        .iter()
-        .find(|r| r.emulated && r.decisive && crate::metric::EMULATED_DECIDERS.contains(&r.metric.as_str()))
-        .map_or(crate::metric::INSTRUCTIONS, |r| r.metric.as_str());
+    let mut deciders: Vec<String> = Vec::new();
+    for r in rows.iter().filter(|r| r.emulated && r.decisive && crate::metric::decides_emulated(&r.metric)) {
+        let name = format!("`{}`", r.metric);
+        if !deciders.contains(&name) {
+            deciders.push(name);
+        }
+    }
+    if deciders.is_empty() {
+        deciders.push(format!("`{}`", crate::metric::INSTRUCTIONS));
+    }
+    let decider = deciders.join(" and ");
     let mut notes = Vec::new();
     if !demoted.is_empty() {
         notes.push(format!(
             "emulated: {} ran under TCG emulation, where wall time follows the host's load; \
-             `{decider}` decided instead (name `decisive = [...]` on the workload to choose otherwise)",
+             {decider} decided instead (name `decisive = [...]` on the workload to choose otherwise)",
             demoted.join(", "),
         ));
     }
@@ -886,6 +902,40 @@ mod tests {
         let rows = compare_series(&one, "a", &compare_config(&exp), roles);
         let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
         assert_eq!(decisive, [crate::metric::INSTRUCTIONS]);
+    }
+
+    /// On a media model the device time the model charged decides beside
+    /// the instruction count (both are set by what the kernel did, not by
+    /// the host's load); without emulation, or on one side only, it is
+    /// evidence as before.
+    #[test]
+    fn the_charged_device_time_decides_beside_the_count_under_emulation() {
+        let (exp, mut series) = evidence_case("");
+        let device = crate::metric::EMULATED_DEVICE_TIME;
+        series.push(named(crate::metric::WORK_INSTRUCTIONS, "a", &[1e9; 10]));
+        series.push(named(crate::metric::WORK_INSTRUCTIONS, "b", &[1e9; 10]));
+        let mut both = series.clone();
+        both.push(named(device, "a", &[1.0, 1.001, 0.999, 1.0, 1.0, 1.001, 0.999, 1.0, 1.0, 1.0]));
+        both.push(named(device, "b", &[1.5, 1.501, 1.499, 1.5, 1.5, 1.501, 1.499, 1.5, 1.5, 1.5]));
+        let emulated = ["b".to_string()];
+        let roles = Roles { workloads: &exp.workloads, emulated_variants: &emulated };
+        let rows = compare_series(&both, "a", &compare_config(&exp), roles);
+        let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
+        assert_eq!(decisive, [device, crate::metric::WORK_INSTRUCTIONS]);
+        let time = rows.iter().find(|r| r.metric == device).unwrap();
+        assert_eq!(time.verdict, crate::stats::Verdict::Regressed, "{time:?}");
+        let note = emulation_note(&rows).unwrap();
+        assert!(note.contains("`media/busy_s` and `vm/instructions_work` decided instead"), "{note}");
+        // Not emulated: the device time is evidence.
+        let host = Roles { workloads: &exp.workloads, emulated_variants: &[] };
+        let rows = compare_series(&both, "a", &compare_config(&exp), host);
+        assert!(rows.iter().any(|r| r.metric == device && !r.decisive && r.evidence), "{rows:?}");
+        // Only one side ran on a media model: the count alone decides.
+        let mut one = series;
+        one.push(named(device, "b", &[1.5; 10]));
+        let rows = compare_series(&one, "a", &compare_config(&exp), roles);
+        let decisive: Vec<&str> = rows.iter().filter(|r| r.decisive).map(|r| r.metric.as_str()).collect();
+        assert_eq!(decisive, [crate::metric::WORK_INSTRUCTIONS]);
     }
 
     #[test]

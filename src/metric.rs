@@ -68,6 +68,21 @@ pub const WORK_INSTRUCTIONS: &str = "vm/instructions_work";
 /// The instruction counts that decide an emulated comparison by default,
 /// preferred first: the first both sides have decides.
 pub const EMULATED_DECIDERS: &[&str] = &[WORK_INSTRUCTIONS, INSTRUCTIONS];
+/// The device time a media model charged (`media/busy_s`): decides an
+/// emulated comparison beside the instruction count where both sides ran on
+/// a media model. Measured (BENCHMARKS.md, "An I/O-bound comparison under
+/// emulation"): as steady as the instruction count where the kernel's I/O
+/// is (CV 0.1% on 6.1 over 10 runs, against 15-28% for wall time and the
+/// guest's own busy time at load 2-4), and it sees what the device had to
+/// do, which an instruction count misses (request sizes, seeks, flash
+/// garbage collection).
+pub const EMULATED_DEVICE_TIME: &str = "media/busy_s";
+
+/// Is `name` one of the metrics that decide an emulated comparison by
+/// default ([`EMULATED_DECIDERS`], [`EMULATED_DEVICE_TIME`])?
+pub fn decides_emulated(name: &str) -> bool {
+    EMULATED_DECIDERS.contains(&name) || name == EMULATED_DEVICE_TIME
+}
 
 /// The evidence namespace `name` is in, if any.
 pub fn evidence_namespace(name: &str) -> Option<&'static str> {

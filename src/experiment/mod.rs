@@ -108,19 +108,20 @@ impl WorkloadConfig {
     /// phase splits are reported but do not hold an experiment open; nor
     /// does evidence, unless named in `decisive`.
     pub fn is_decisive(&self, metric: &str) -> bool {
-        self.decides(metric, None)
+        self.decides(metric, &[])
     }
 
     /// [`WorkloadConfig::is_decisive`] for a comparison that ran under
     /// emulation with guest instructions counted (`emulated`: the count
-    /// both sides have, one of [`crate::metric::EMULATED_DECIDERS`]): then
-    /// only that count decides, unless the file names `decisive` or the
+    /// both sides have, one of [`crate::metric::EMULATED_DECIDERS`], and
+    /// [`crate::metric::EMULATED_DEVICE_TIME`] where both have it): then
+    /// only those decide, unless the file names `decisive` or the
     /// workload runs for a fixed time ([`crate::workload::Kind::FIXED_TIME`]:
     /// its instruction count measures the host, not the kernel). The whole
     /// rule is [`crate::analysis::Roles`].
-    pub fn decides(&self, metric: &str, emulated: Option<&str>) -> bool {
-        if let Some(counted) = emulated.filter(|_| self.decisive.is_empty() && !self.params.fixed_time()) {
-            return metric == counted;
+    pub fn decides(&self, metric: &str, emulated: &[&str]) -> bool {
+        if !emulated.is_empty() && self.decisive.is_empty() && !self.params.fixed_time() {
+            return emulated.contains(&metric);
         }
         if crate::metric::is_evidence(metric) {
             self.decisive.iter().any(|d| d == metric)

@@ -172,6 +172,6 @@ pub struct WorkloadKeys {
     pub timeout: Option<Spanned<Seconds>>,
     /// `cold` (default: fresh filesystem, caches dropped before the measured part) or `warm`.
     pub cache: Option<CachePolicy>,
-    /// Evidence metrics that also decide this workload (adaptive stopping, the headline), e.g. `["disk/busy_s"]`; otherwise evidence is compared and shown but decides nothing. Under emulation (TCG) only `vm/instructions` decides by default (not for fixed-time kinds, `shell1` and `filemix`, whose own scores decide); naming `decisive` restores the kind's own metrics plus these.
+    /// Evidence metrics that also decide this workload (adaptive stopping, the headline), e.g. `["disk/busy_s"]`; otherwise evidence is compared and shown but decides nothing. Under emulation (TCG) only the instruction count (and `media/busy_s` on a media model) decides by default (not for fixed-time kinds, `shell1` and `filemix`, whose own scores decide); naming `decisive` restores the kind's own metrics plus these.
     pub decisive: Option<Spanned<Vec<Spanned<String>>>>,
 }

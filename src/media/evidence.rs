@@ -81,6 +81,10 @@ impl Evidence {
             Metric::lower("media/gc_s", "s", self.gc_s),
             Metric::lower("media/seek_s", "s", self.seek_s + self.rotation_s),
             Metric::lower("media/transfer_s", "s", self.transfer_s + self.latency_s),
+            // The device time charged for the run's requests, all costs
+            // together: set by what was asked of the device, not by the
+            // host's load (`metric::EMULATED_DEVICE_TIME`).
+            Metric::lower(crate::metric::EMULATED_DEVICE_TIME, "s", self.busy_s),
             Metric::lower(
                 "media/busy_fraction",
                 "ratio",

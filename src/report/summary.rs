@@ -428,9 +428,7 @@ pub const EVIDENCE_INTRO: &str = "What the device, the CPU and the kernel did, c
 /// metric its kind decides by, or evidence that decides nothing).
 pub fn role_note(r: &ComparisonRow) -> Option<&'static str> {
     match (r.evidence, r.decisive, r.emulated) {
-        (true, true, true) if crate::metric::EMULATED_DECIDERS.contains(&r.metric.as_str()) => {
-            Some("decides: emulated run")
-        }
+        (true, true, true) if crate::metric::decides_emulated(&r.metric) => Some("decides: emulated run"),
         (true, true, _) => Some("decides: named in `decisive`"),
         (false, false, true) => Some("emulated: wall time did not decide"),
         _ => None,
