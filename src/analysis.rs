@@ -211,8 +211,8 @@ impl Roles<'_> {
         counted && self.emulated_variants.iter().any(|v| v == baseline || v == variant)
     }
 
-    /// Does `workload`'s `metric` decide? `emulated`: the instruction
-    /// count that decides an emulated comparison (None: not emulated).
+    /// Does `workload`'s `metric` decide? `emulated`: the metrics that
+    /// decide an emulated comparison (empty: not emulated).
     pub fn decides(&self, workload: &str, metric: &str, emulated: &[&str]) -> bool {
         match self.workloads.iter().find(|w| w.label == workload) {
             Some(w) => w.decides(metric, emulated),
