@@ -111,6 +111,11 @@ pub fn open_rw_nofollow(path: &Path) -> std::io::Result<File> {
 /// Write `contents` to `path` whole or not at all: a fresh file beside it
 /// (created exclusively, so never through a link), renamed over it.
 pub fn write_replacing(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    write_replacing_with_mode(path, contents, 0o644)
+}
+
+/// [`write_replacing`] with the file's mode (an executable script: 0o755).
+pub fn write_replacing_with_mode(path: &Path, contents: &[u8], mode: u32) -> std::io::Result<()> {
     use std::io::Write;
     let name = path.file_name().map(OsString::from).unwrap_or_default();
     let mut tmp_name = OsString::from(".");
@@ -121,7 +126,7 @@ pub fn write_replacing(path: &Path, contents: &[u8]) -> std::io::Result<()> {
     let written = OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o644)
+        .mode(mode)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&tmp)
         .and_then(|mut f| f.write_all(contents))

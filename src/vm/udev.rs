@@ -25,7 +25,6 @@
 
 use std::ffi::{OsStr, OsString};
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -74,10 +73,8 @@ pub fn shim_dir() -> Result<Option<PathBuf>> {
     let shim = dir.join(SHIM_NAME);
     if fs::read_to_string(&shim).ok().as_deref() != Some(SHIM) {
         // Sessions may start side by side: each writes its own file and renames it into place.
-        let tmp = dir.join(format!(".{SHIM_NAME}.{}", std::process::id()));
-        fs::write(&tmp, SHIM).with_context(|| format!("writing {}", tmp.display()))?;
-        fs::set_permissions(&tmp, fs::Permissions::from_mode(0o755))?;
-        fs::rename(&tmp, &shim).with_context(|| format!("renaming {} into place", tmp.display()))?;
+        crate::sys::trusted::write_replacing_with_mode(&shim, SHIM.as_bytes(), 0o755)
+            .with_context(|| format!("writing {}", shim.display()))?;
     }
     Ok(Some(dir))
 }
@@ -121,6 +118,7 @@ pub fn udevd_running() -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::os::unix::fs::PermissionsExt;
     use std::process::Command;
 
     #[test]
